@@ -1,0 +1,279 @@
+// The CPU "device" behind acl/acl.h: device 0 is the host, streams are synchronous (a launch has
+// finished when it returns), device memory is 64-byte aligned host memory whose allocations are
+// tracked so aclrtMemcpy can refuse ranges that run past them.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "acl/acl.h"
+#include "core/acl_tensor.h"
+#include "core/error.h"
+
+namespace tilegrad::core {
+
+namespace {
+
+std::mutex g_mem_mutex;
+std::map<uintptr_t, size_t> g_allocations;  // start -> size
+std::mutex g_stream_mutex;
+std::set<uintptr_t> g_streams;
+uintptr_t g_next_stream = 0x5000;
+
+// The tracked allocation containing p, if any: {start, size}; {0, 0} otherwise.
+std::pair<uintptr_t, size_t> allocation_containing(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = g_allocations.upper_bound(addr);
+  if (it == g_allocations.begin()) return {0, 0};
+  --it;
+  if (addr < it->first + std::max<size_t>(it->second, 1)) return *it;
+  return {0, 0};
+}
+
+aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_PARAM) {
+  set_last_error(message);
+  return code;
+}
+
+bool is_private_format(aclFormat f) {
+  switch (f) {
+    case ACL_FORMAT_NC1HWC0: case ACL_FORMAT_FRACTAL_Z: case ACL_FORMAT_NC1HWC0_C04:
+    case ACL_FORMAT_FRACTAL_NZ: case ACL_FORMAT_NDC1HWC0: case ACL_FRACTAL_Z_3D:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void require_not_null(const char* op, const char* arg, const void* t) {
+  if (!t) fail(Status::kParamNullptr, op, ": ", arg, " is null");
+}
+
+TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
+  require_not_null(op, arg, t);
+  check(!is_private_format(t->format), op, ": ", arg, " format ", static_cast<int>(t->format),
+        " is a private packed format; only plain formats (ND, NCHW, NHWC, NCDHW, ...) are supported");
+  const DType dtype = static_cast<DType>(t->dtype);
+  const int64_t es = dtype_size(dtype);
+  TensorView v;
+  v.dtype = dtype;
+  v.shape = t->view_dims;
+  v.strides = t->strides;
+  v.data = t->data;
+  if (es > 0 && v.numel() > 0) {
+    int64_t lo = t->offset, hi = t->offset;
+    for (size_t i = 0; i < v.shape.size(); ++i) {
+      const int64_t span = (v.shape[i] - 1) * v.strides[i];
+      (span < 0 ? lo : hi) += span;
+    }
+    int64_t storage = 1;
+    for (int64_t d : t->storage_dims) storage *= d;
+    check(lo >= 0 && hi < storage, op, ": ", arg, " view (shape ", shape_str(v.shape), ", strides ",
+          shape_str(v.strides), ", offset ", t->offset, ") reaches elements [", lo, ", ", hi,
+          "] outside its storage of ", storage, " elements (storage shape ", shape_str(t->storage_dims), ")");
+    require_not_null(op, (std::string(arg) + " data").c_str(), t->data);
+    v.data = static_cast<char*>(t->data) + t->offset * es;
+  }
+  return v;
+}
+
+TensorView optional_view_of(const char* op, const char* arg, const aclTensor* t) {
+  return t ? view_of(op, arg, t) : TensorView{};
+}
+
+}  // namespace tilegrad::core
+
+using namespace tilegrad::core;
+
+extern "C" {
+
+aclError aclInit(const char*) { return ACL_SUCCESS; }
+aclError aclFinalize(void) { return ACL_SUCCESS; }
+
+aclError aclrtSetDevice(int32_t deviceId) {
+  if (deviceId != 0)
+    return rt_fail(concat("aclrtSetDevice: deviceId must be 0 (the CPU), got ", deviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+  return ACL_SUCCESS;
+}
+aclError aclrtResetDevice(int32_t deviceId) {
+  if (deviceId != 0)
+    return rt_fail(concat("aclrtResetDevice: deviceId must be 0 (the CPU), got ", deviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+  return ACL_SUCCESS;
+}
+aclError aclrtGetDevice(int32_t* deviceId) {
+  if (!deviceId) return rt_fail("aclrtGetDevice: deviceId is null");
+  *deviceId = 0;
+  return ACL_SUCCESS;
+}
+aclError aclrtGetDeviceCount(uint32_t* count) {
+  if (!count) return rt_fail("aclrtGetDeviceCount: count is null");
+  *count = 1;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtCreateStream(aclrtStream* stream) {
+  if (!stream) return rt_fail("aclrtCreateStream: stream is null");
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  const uintptr_t id = g_next_stream;
+  g_next_stream += 16;
+  g_streams.insert(id);
+  *stream = reinterpret_cast<aclrtStream>(id);
+  return ACL_SUCCESS;
+}
+aclError aclrtDestroyStream(aclrtStream stream) {
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  if (g_streams.erase(reinterpret_cast<uintptr_t>(stream)) != 1)
+    return rt_fail("aclrtDestroyStream: not a live stream", ACL_ERROR_RT_PARAM_INVALID);
+  return ACL_SUCCESS;
+}
+// Launches run synchronously, so there is never anything to wait for.
+aclError aclrtSynchronizeStream(aclrtStream) { return ACL_SUCCESS; }
+aclError aclrtSynchronizeDevice(void) { return ACL_SUCCESS; }
+
+aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy) {
+  if (!devPtr) return rt_fail("aclrtMalloc: devPtr is null");
+  if (size == 0) return rt_fail("aclrtMalloc: size must be > 0");
+  if (size > (size_t(1) << 48)) return rt_fail(concat("aclrtMalloc: size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
+  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  if (!p) return rt_fail(concat("aclrtMalloc: out of memory allocating ", size, " bytes"), ACL_ERROR_BAD_ALLOC);
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  g_allocations[reinterpret_cast<uintptr_t>(p)] = size;
+  *devPtr = p;
+  return ACL_SUCCESS;
+}
+aclError aclrtMallocHost(void** hostPtr, size_t size) { return aclrtMalloc(hostPtr, size, ACL_MEM_MALLOC_NORMAL_ONLY); }
+
+aclError aclrtFree(void* devPtr) {
+  if (!devPtr) return rt_fail("aclrtFree: devPtr is null");
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    if (g_allocations.erase(reinterpret_cast<uintptr_t>(devPtr)) != 1)
+      return rt_fail("aclrtFree: pointer was not returned by aclrtMalloc (or was already freed)");
+  }
+  std::free(devPtr);
+  return ACL_SUCCESS;
+}
+aclError aclrtFreeHost(void* hostPtr) { return aclrtFree(hostPtr); }
+
+static aclError check_range(const char* fn, const char* what, const void* p, size_t count) {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  const auto [start, size] = allocation_containing(p);
+  if (size == 0) return ACL_SUCCESS;  // host memory we did not allocate: the caller vouches for it
+  const size_t offset = reinterpret_cast<uintptr_t>(p) - start;
+  if (count > size - offset)
+    return rt_fail(concat(fn, ": ", what, " range of ", count, " bytes at offset ", offset,
+                          " runs past its aclrtMalloc allocation of ", size, " bytes"));
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
+  if (!dst || !src) return rt_fail("aclrtMemcpy: dst and src must not be null");
+  if (static_cast<int>(kind) < 0 || static_cast<int>(kind) > ACL_MEMCPY_DEFAULT)
+    return rt_fail(concat("aclrtMemcpy: unknown kind ", static_cast<int>(kind)));
+  if (count > destMax) return rt_fail(concat("aclrtMemcpy: count ", count, " > destMax ", destMax));
+  if (aclError e = check_range("aclrtMemcpy", "dst", dst, count)) return e;
+  if (aclError e = check_range("aclrtMemcpy", "src", src, count)) return e;
+  if (count) std::memmove(dst, src, count);
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
+  if (!devPtr) return rt_fail("aclrtMemset: devPtr is null");
+  if (count > maxCount) return rt_fail(concat("aclrtMemset: count ", count, " > maxCount ", maxCount));
+  if (aclError e = check_range("aclrtMemset", "devPtr", devPtr, count)) return e;
+  std::memset(devPtr, value, count);
+  return ACL_SUCCESS;
+}
+
+aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t* value) {
+  if (!value) return rt_fail("aclrtGetSysParamOpt: value is null");
+  if (opt != ACL_OPT_DETERMINISTIC) return rt_fail(concat("aclrtGetSysParamOpt: unknown option ", static_cast<int>(opt)));
+  *value = 1;  // every tilegrad operator is deterministic
+  return ACL_SUCCESS;
+}
+aclError aclrtSetSysParamOpt(aclSysParamOpt opt, int64_t) {
+  if (opt != ACL_OPT_DETERMINISTIC) return rt_fail(concat("aclrtSetSysParamOpt: unknown option ", static_cast<int>(opt)));
+  return ACL_SUCCESS;
+}
+aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value) { return aclrtSetSysParamOpt(opt, value); }
+
+aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType, const int64_t* stride,
+                           int64_t offset, aclFormat format, const int64_t* storageDims, uint64_t storageDimsNum,
+                           void* tensorData) {
+  auto bad = [](const std::string& m) -> aclTensor* { set_last_error("aclCreateTensor: " + m); return nullptr; };
+  if (viewDimsNum > 64) return bad(concat("viewDimsNum ", viewDimsNum, " is not a plausible rank"));
+  if (storageDimsNum > 64) return bad(concat("storageDimsNum ", storageDimsNum, " is not a plausible rank"));
+  if (viewDimsNum && !viewDims) return bad("viewDims is null but viewDimsNum is " + std::to_string(viewDimsNum));
+  if (viewDimsNum && !stride) return bad("stride is null but viewDimsNum is " + std::to_string(viewDimsNum));
+  if (storageDimsNum && !storageDims) return bad("storageDims is null but storageDimsNum is " + std::to_string(storageDimsNum));
+  if (offset < 0) return bad(concat("offset must be >= 0, got ", offset));
+  auto* t = new (std::nothrow) aclTensor;
+  if (!t) return bad("out of memory");
+  t->view_dims.assign(viewDims, viewDims + viewDimsNum);
+  t->strides.assign(stride, stride + viewDimsNum);
+  t->storage_dims.assign(storageDims, storageDims + storageDimsNum);
+  for (int64_t d : t->view_dims)
+    if (d < 0) { delete t; return bad(concat("negative view dimension in ", tilegrad::shape_str(std::vector<int64_t>(viewDims, viewDims + viewDimsNum)))); }
+  for (int64_t d : t->storage_dims)
+    if (d < 0) { delete t; return bad("negative storage dimension"); }
+  t->offset = offset;
+  t->format = format;
+  t->dtype = dataType;
+  t->data = tensorData;
+  return t;
+}
+
+aclnnStatus aclDestroyTensor(const aclTensor* tensor) {
+  delete tensor;
+  return ACLNN_SUCCESS;
+}
+
+static aclnnStatus get_dims(const char* fn, const aclTensor* t, const std::vector<int64_t>& dims, int64_t** out,
+                            uint64_t* num) {
+  return guard(fn, [&] {
+    require_not_null(fn, "tensor", t);
+    require_not_null(fn, "out-pointer", out);
+    require_not_null(fn, "count out-pointer", num);
+    *out = static_cast<int64_t*>(std::malloc(std::max<size_t>(dims.size(), 1) * sizeof(int64_t)));
+    if (!*out) throw std::bad_alloc();
+    std::copy(dims.begin(), dims.end(), *out);
+    *num = dims.size();
+  });
+}
+
+// The returned arrays are malloc'd; the caller releases them with free().
+aclnnStatus aclGetViewShape(const aclTensor* t, int64_t** viewDims, uint64_t* n) {
+  return get_dims("aclGetViewShape", t, t ? t->view_dims : std::vector<int64_t>{}, viewDims, n);
+}
+aclnnStatus aclGetViewStrides(const aclTensor* t, int64_t** stridesValue, uint64_t* n) {
+  return get_dims("aclGetViewStrides", t, t ? t->strides : std::vector<int64_t>{}, stridesValue, n);
+}
+aclnnStatus aclGetStorageShape(const aclTensor* t, int64_t** storageDims, uint64_t* n) {
+  return get_dims("aclGetStorageShape", t, t ? t->storage_dims : std::vector<int64_t>{}, storageDims, n);
+}
+aclnnStatus aclGetViewOffset(const aclTensor* t, int64_t* offset) {
+  return guard("aclGetViewOffset", [&] {
+    require_not_null("aclGetViewOffset", "tensor", t);
+    require_not_null("aclGetViewOffset", "offset", offset);
+    *offset = t->offset;
+  });
+}
+aclnnStatus aclGetFormat(const aclTensor* t, aclFormat* format) {
+  return guard("aclGetFormat", [&] {
+    require_not_null("aclGetFormat", "tensor", t);
+    require_not_null("aclGetFormat", "format", format);
+    *format = t->format;
+  });
+}
+aclnnStatus aclGetDataType(const aclTensor* t, aclDataType* dataType) {
+  return guard("aclGetDataType", [&] {
+    require_not_null("aclGetDataType", "tensor", t);
+    require_not_null("aclGetDataType", "dataType", dataType);
+    *dataType = t->dtype;
+  });
+}
+
+}  // extern "C"

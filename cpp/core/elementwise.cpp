@@ -1,0 +1,92 @@
+#include "core/elementwise.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/platform.h"
+
+namespace tilegrad::core {
+
+ElementwiseLayout make_elementwise_layout(const TensorView* const* ops, int nops) {
+  ElementwiseLayout L;
+  L.nops = nops;
+  const TensorView& out = *ops[0];
+  const int rank = out.rank();
+  L.numel = out.numel();
+  // Per-operand byte strides over the output's dims (0 where an input is broadcast).
+  int64_t shape[kMaxDims];
+  int64_t strides[kMaxOperands][kMaxDims];
+  for (int i = 0; i < nops; ++i) {
+    const TensorView& t = *ops[i];
+    L.base[i] = static_cast<char*>(t.data);
+    L.elem_size[i] = dtype_size(t.dtype);
+    const int off = rank - t.rank();
+    for (int k = 0; k < rank; ++k) {
+      const int kt = k - off;
+      strides[i][k] = (kt < 0 || t.shape[kt] == 1) ? 0 : t.strides[kt] * L.elem_size[i];
+    }
+  }
+  // Keep dims of size > 1, make every output stride positive (flipping a dim moves all bases).
+  int dims[kMaxDims];
+  int n = 0;
+  for (int k = 0; k < rank; ++k) {
+    shape[k] = out.shape[k];
+    if (out.shape[k] == 1) continue;
+    if (strides[0][k] < 0) {
+      for (int i = 0; i < nops; ++i) {
+        L.base[i] += (shape[k] - 1) * strides[i][k];
+        strides[i][k] = -strides[i][k];
+      }
+    }
+    dims[n++] = k;
+  }
+  // Order dims by decreasing output stride so the innermost loop walks the output contiguously.
+  std::stable_sort(dims, dims + n, [&](int a, int b) { return strides[0][a] > strides[0][b]; });
+  // Collapse neighbours that form one linear walk for every operand.
+  L.ndim = 0;
+  for (int j = 0; j < n; ++j) {
+    const int k = dims[j];
+    if (L.ndim > 0) {
+      const int last = L.ndim - 1;
+      bool mergeable = true;
+      for (int i = 0; i < nops; ++i)
+        mergeable &= L.byte_strides[i][last] == strides[i][k] * shape[k];
+      if (mergeable) {
+        L.shape[last] *= shape[k];
+        for (int i = 0; i < nops; ++i) L.byte_strides[i][last] = strides[i][k];
+        continue;
+      }
+    }
+    L.shape[L.ndim] = shape[k];
+    for (int i = 0; i < nops; ++i) L.byte_strides[i][L.ndim] = strides[i][k];
+    ++L.ndim;
+  }
+  return L;
+}
+
+bool inner_is_contiguous(const ElementwiseLayout& L) {
+  if (L.ndim == 0) return true;
+  for (int i = 0; i < L.nops; ++i)
+    if (L.byte_strides[i][L.ndim - 1] != L.elem_size[i]) return false;
+  return true;
+}
+
+ElementwiseTiling plan_elementwise(int64_t numel, int64_t bytes_per_elem, bool out_contiguous, const Platform& p) {
+  // Below ~16K elements per thread, waking a thread costs more than it saves.
+  constexpr int64_t kMinElemsPerThread = 16384;
+  constexpr int64_t kAlign = 64;  // tile starts on 64-element boundaries (whole cache lines)
+  ElementwiseTiling t;
+  t.numel = numel;
+  if (numel <= 0) return t;
+  const int64_t useful = std::max<int64_t>(1, numel / kMinElemsPerThread);
+  const int threads = static_cast<int>(std::min<int64_t>(std::max(p.threads, 1), useful));
+  int64_t per = (numel + threads - 1) / threads;
+  per = (per + kAlign - 1) / kAlign * kAlign;
+  t.tile_elems = per;
+  t.num_tiles = static_cast<int>((numel + per - 1) / per);
+  // Streaming stores pay off once the data cannot stay in the last-level cache anyway.
+  t.streaming_stores = out_contiguous && numel * bytes_per_elem > p.l3_bytes;
+  return t;
+}
+
+}  // namespace tilegrad::core

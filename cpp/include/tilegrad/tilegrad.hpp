@@ -1,0 +1,7 @@
+// Umbrella header of the native C++ API.
+#pragma once
+
+#include "tilegrad/runtime.hpp"
+#include "tilegrad/silu_backward.hpp"
+#include "tilegrad/status.hpp"
+#include "tilegrad/tensor_view.hpp"

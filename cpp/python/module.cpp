@@ -1,0 +1,77 @@
+// tilegrad._core: the pybind11 module. Runtime settings and test hooks live here; each operator's
+// binding is cpp/python/bind_<op>.cpp, registered through the generated ops_registry.inc.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/platform.h"
+#include "core/vmath_eval.h"
+#include "py_tensor.h"
+#include "tilegrad/runtime.hpp"
+#include "tilegrad/status.hpp"
+
+namespace py = pybind11;
+
+#define TILEGRAD_BIND(op) void bind_##op(py::module_& m);
+#include "ops_registry.inc"
+#undef TILEGRAD_BIND
+
+namespace {
+
+py::dict platform_dict(const tilegrad::core::Platform& p) {
+  py::dict d;
+  d["threads"] = p.threads;
+  d["l1_bytes"] = p.l1_bytes;
+  d["l2_bytes"] = p.l2_bytes;
+  d["l3_bytes"] = p.l3_bytes;
+  d["isa"] = tilegrad::isa_name(p.isa);
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "tilegrad C++ core";
+
+  // tilegrad::Error -> ValueError / TypeError / IndexError / MemoryError with the aclnn message;
+  // the status code is kept as the exception's `code` attribute.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tilegrad::Error& e) {
+      PyObject* type = PyExc_ValueError;
+      switch (e.kind()) {
+        case tilegrad::ErrorKind::kType: type = PyExc_TypeError; break;
+        case tilegrad::ErrorKind::kIndex: type = PyExc_IndexError; break;
+        case tilegrad::ErrorKind::kMemory: type = PyExc_MemoryError; break;
+        default: break;
+      }
+      py::object exc = py::reinterpret_steal<py::object>(PyObject_CallFunction(type, "s", e.what()));
+      if (exc) {
+        PyObject_SetAttrString(exc.ptr(), "code", py::int_(e.code()).ptr());
+        PyErr_SetObject(type, exc.ptr());
+      }
+    }
+  });
+
+  m.def("set_num_threads", &tilegrad::set_num_threads, py::arg("n"));
+  m.def("get_num_threads", &tilegrad::get_num_threads);
+  m.def("set_max_isa", &tilegrad::set_max_isa, py::arg("isa"));
+  m.def("max_isa", &tilegrad::max_isa);
+  m.def("active_isa", [] { return std::string(tilegrad::isa_name(tilegrad::active_isa())); });
+  m.def("detected_isa", [] { return std::string(tilegrad::isa_name(tilegrad::detected_isa())); });
+  m.def("build_info", &tilegrad::build_info);
+  m.def("platform", [] { return platform_dict(tilegrad::core::Platform::current()); });
+  m.def(
+      "_vmath",
+      [](const std::string& name, const std::string& isa, py::array_t<float, py::array::c_style | py::array::forcecast> x) {
+        py::array_t<float> out(x.size());
+        tilegrad::core::vmath_eval(name, tilegrad::py_support::isa_from_name(isa), x.data(), out.mutable_data(), x.size());
+        return out;
+      },
+      py::arg("name"), py::arg("isa"), py::arg("x"));
+
+#define TILEGRAD_BIND(op) bind_##op(m);
+#include "ops_registry.inc"
+#undef TILEGRAD_BIND
+}

@@ -1,0 +1,36 @@
+"""python -m tilegrad [--cmake-dir | --include | --library]: build and machine information."""
+
+import argparse
+import sys
+
+from . import __version__, _core, _paths
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tilegrad", description=__doc__)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--cmake-dir", action="store_true", help="print the folder holding tilegradConfig.cmake")
+    group.add_argument("--include", action="store_true", help="print the C/C++ include folder")
+    group.add_argument("--library", action="store_true", help="print the path of libtilegrad.so")
+    args = parser.parse_args(argv)
+    if args.cmake_dir:
+        print(_paths.get_cmake_dir())
+    elif args.include:
+        print(_paths.get_include())
+    elif args.library:
+        print(_paths.get_library())
+    else:
+        platform = _core.platform()
+        print(f"tilegrad {__version__}")
+        print(f"detected ISA: {_core.detected_isa()}")
+        print(f"active ISA:   {_core.active_isa()} (cap {_core.max_isa()}; set TILEGRAD_MAX_ISA to change)")
+        print(f"threads:      {_core.get_num_threads()}")
+        print(f"caches:       L1 {platform['l1_bytes'] >> 10} KiB, L2 {platform['l2_bytes'] >> 10} KiB, "
+              f"L3 {platform['l3_bytes'] >> 20} MiB (as used for tiling)")
+        print(f"build:        {_core.build_info()}")
+        print(f"cmake dir:    {_paths.get_cmake_dir()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
