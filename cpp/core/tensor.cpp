@@ -123,7 +123,8 @@ ByteExtent byte_extent(const TensorView& t) {
 
 void require_no_self_overlap(const char* op, const char* arg, const TensorView& t) {
   // Sufficient condition for distinct addresses: sorted by |stride|, each stride is at least the
-  // extent spanned by all smaller dims.
+  // extent spanned by all smaller dims. An empty view has no elements to collide.
+  if (t.numel() == 0) return;
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
   for (int i = 0; i < t.rank(); ++i)
     if (t.shape[i] > 1) dims.emplace_back(std::llabs(t.strides[i]), t.shape[i]);
