@@ -189,6 +189,20 @@ static void test_errors(void) {
   aclTensor *f8 = make(s8, 1, ACL_FLOAT, f), *h8 = make(s8, 1, ACL_FLOAT, h);
   EXPECT_ERR(phase1(f8, backwards, h8), ACLNN_ERR_PARAM_INVALID, "reaches elements [-4, 3]");
 
+  /* Extents that overflow int64 are refused (never wrap around into "inside the storage"). */
+  int64_t huge[2] = {(int64_t)1 << 62, (int64_t)1 << 62}, s2x2[2] = {2, 2}, s3b[1] = {3};
+  aclTensor* ovf1 = aclCreateTensor(s3b, 1, ACL_FLOAT, huge, 0, ACL_FORMAT_ND, st8, 1, g);
+  aclTensor *d3 = make(s3b, 1, ACL_FLOAT, f), *o3 = make(s3b, 1, ACL_FLOAT, h);
+  EXPECT_ERR(phase1(d3, ovf1, o3), ACLNN_ERR_PARAM_INVALID, "overflows 64-bit indexing");
+  aclTensor* ovf2 = aclCreateTensor(s2x2, 2, ACL_FLOAT, huge, 0, ACL_FORMAT_ND, st8, 1, g);
+  int64_t one[1] = {1}, bigstorage[2] = {(int64_t)1 << 62, 8};
+  aclTensor *d22 = make(s2x2, 2, ACL_FLOAT, f), *o22 = make(s2x2, 2, ACL_FLOAT, h);
+  EXPECT_ERR(phase1(d22, ovf2, o22), ACLNN_ERR_PARAM_INVALID, "overflows 64-bit indexing");
+  aclTensor* ovf3 = aclCreateTensor(s8, 1, ACL_FLOAT, one, 0, ACL_FORMAT_ND, bigstorage, 2, g);
+  EXPECT_ERR(phase1(f8, ovf3, h8), ACLNN_ERR_PARAM_INVALID, "overflows 64-bit indexing");
+  aclDestroyTensor(ovf1); aclDestroyTensor(ovf2); aclDestroyTensor(ovf3);
+  aclDestroyTensor(d3); aclDestroyTensor(o3); aclDestroyTensor(d22); aclDestroyTensor(o22);
+
   /* Output overlaps: itself (zero stride), an input partially. */
   int64_t zero[2] = {0, 1};
   aclTensor* self_overlap = aclCreateTensor(s24, 2, ACL_FLOAT, zero, 0, ACL_FORMAT_ND, st4, 1, h);
