@@ -340,6 +340,22 @@ def test_error_outputs():
     _raises(ValueError, "stride 6 bytes is not a multiple of its itemsize 4", odd, np.zeros(3, F32))
 
 
+def test_error_byte_order_and_alignment(isa):
+    f = np.arange(6, dtype=F32)
+    e = _raises(ValueError, "grad_output dtype >f4 is not in native byte order", f.astype(">f4"), f)
+    assert e.code == 161002
+    _raises(ValueError, "input dtype >f2 is not in native byte order", f.astype(F16), f.astype(">f2"))
+    _raises(ValueError, "out dtype >f4 is not in native byte order", f, f, out=np.zeros(6, ">f4"))
+    # data not aligned to the element size is read and written correctly
+    raw = np.zeros(4 * 1001 + 1, np.uint8)
+    x = raw[1:4001].view(F32)
+    x[:] = np.linspace(-9, 9, 1000, dtype=F32)
+    out = np.zeros(4 * 1001 + 3, np.uint8)[3:4003].view(F32)
+    dy = np.full(1000, 0.5, F32)
+    tg.silu_backward(dy, x, out=out)
+    np.testing.assert_array_equal(out, tg.silu_backward(dy, x.copy()))
+
+
 def test_error_types():
     f = np.zeros(3, F32)
     with pytest.raises(TypeError, match="grad_output must be a numpy.ndarray, got list"):
