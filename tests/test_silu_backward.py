@@ -270,15 +270,26 @@ def test_threads_bit_identical(isa, threads, rng):
     np.testing.assert_array_equal(a.view(np.uint32), c.view(np.uint32))
 
 
-def test_streaming_store_size_output(isa, rng):
-    """Large enough (> L3 as the tiling sees it) that the kernel uses non-temporal stores."""
-    n = (96 << 20) // 12 + 13
-    dy = np.full(n, 0.5, F32)
-    x = np.linspace(-20, 20, n, dtype=F32)
-    got = tg.silu_backward(dy, x)
+@pytest.mark.parametrize("dtype,offset", [(F32, 0), (F32, 4), (F16, 2), (BF16, 1)],
+                         ids=["fp32", "fp32-off4", "fp16-off2", "bf16-off1"])
+def test_streaming_store_size_output(isa, dtype, offset):
+    """Large enough (> the L3 the tiling assumes) that the kernel streams the output with
+    non-temporal stores, into outputs at every alignment (even unaligned to the element): the
+    result equals, bit for bit, the same computation done in small cached chunks."""
+    from tilegrad import _core
+    n = _core.platform()["l3_bytes"] // (3 * dtype.itemsize) + 4099
+    x = np.linspace(-20, 20, n, dtype=F32).astype(dtype)
+    dy = np.cos(np.linspace(0, 50, n, dtype=F32)).astype(dtype)
+    raw = np.empty(n * dtype.itemsize + 64 + offset, np.uint8)
+    base = (-raw.ctypes.data) % 64 + offset
+    out = raw[base:base + n * dtype.itemsize].view(dtype)
+    tg.silu_backward(dy, x, out=out)
+    chunk = 1 << 20
+    for i in range(0, n, chunk):
+        expect = tg.silu_backward(dy[i:i + chunk], x[i:i + chunk])
+        np.testing.assert_array_equal(out[i:i + chunk].view(np.uint8), expect.view(np.uint8))
     idx = np.r_[0:100, n // 2 - 50:n // 2 + 50, n - 100:n]
-    assert_silu_close(got[idx], dy[idx], x[idx])
-    assert np.isfinite(got).all()
+    assert_silu_close(out[idx], dy[idx], x[idx])
 
 
 # ---- errors ---------------------------------------------------------------------------------------
