@@ -7,28 +7,7 @@
 
 #include "acl/acl.h"
 #include "aclnn/aclnn_base.h"
-
-static int g_failures = 0;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond);         \
-      ++g_failures;                                                            \
-    }                                                                          \
-  } while (0)
-
-/* status == code and the recent error message contains `needle`. */
-#define EXPECT_ERR(expr, code, needle)                                                          \
-  do {                                                                                          \
-    int status_ = (int)(expr);                                                                  \
-    const char* msg_ = aclGetRecentErrMsg();                                                    \
-    if (status_ != (code) || !msg_ || !strstr(msg_, (needle))) {                                \
-      fprintf(stderr, "%s:%d: FAIL: %s -> %d (want %d), message '%s' (want '%s')\n", __FILE__, \
-              __LINE__, #expr, status_, (int)(code), msg_ ? msg_ : "(null)", (needle));         \
-      ++g_failures;                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "expect.h"
 
 static void test_device_and_streams(void) {
   int32_t dev = -1;
@@ -155,10 +134,5 @@ int main(void) {
   test_memory();
   test_create_tensor();
   EXPECT(aclFinalize() == ACL_SUCCESS);
-  if (g_failures) {
-    fprintf(stderr, "c_abi_runtime: %d failure(s)\n", g_failures);
-    return 1;
-  }
-  printf("c_abi_runtime: all checks passed\n");
-  return 0;
+  return expect_report("c_abi_runtime");
 }

@@ -7,28 +7,8 @@
 #include <string.h>
 
 #include "acl/acl.h"
+#include "expect.h"
 #include "aclnnop/aclnn_silu_backward.h"
-
-static int g_failures = 0;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond);         \
-      ++g_failures;                                                            \
-    }                                                                          \
-  } while (0)
-
-#define EXPECT_ERR(expr, code, needle)                                                          \
-  do {                                                                                          \
-    int status_ = (int)(expr);                                                                  \
-    const char* msg_ = aclGetRecentErrMsg();                                                    \
-    if (status_ != (code) || !msg_ || !strstr(msg_, (needle))) {                                \
-      fprintf(stderr, "%s:%d: FAIL: %s -> %d (want %d), message '%s' (want '%s')\n", __FILE__, \
-              __LINE__, #expr, status_, (int)(code), msg_ ? msg_ : "(null)", (needle));         \
-      ++g_failures;                                                                             \
-    }                                                                                           \
-  } while (0)
 
 static double silu_grad(double dy, double x) {
   const double s = 1.0 / (1.0 + exp(-x));
@@ -236,10 +216,5 @@ int main(void) {
   test_errors();
   aclrtResetDevice(0);
   aclFinalize();
-  if (g_failures) {
-    fprintf(stderr, "c_abi_silu_backward_errors: %d failure(s)\n", g_failures);
-    return 1;
-  }
-  printf("c_abi_silu_backward_errors: all checks passed\n");
-  return 0;
+  return expect_report("c_abi_silu_backward_errors");
 }

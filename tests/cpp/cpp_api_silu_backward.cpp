@@ -11,24 +11,10 @@
 
 #include "acl/acl.h"
 #include "aclnnop/aclnn_silu_backward.h"
+#include "expect.h"
 #include "tilegrad/tilegrad.hpp"
 
 namespace {
-
-int g_failures = 0;
-
-#define EXPECT(cond)                                                         \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond);  \
-      ++g_failures;                                                          \
-    }                                                                        \
-  } while (0)
-
-double silu_grad(double dy, double x) {
-  const double s = 1.0 / (1.0 + std::exp(-x));
-  return dy * s * (1.0 + x * (1.0 - s));
-}
 
 // Within 6 float32 ulps of the terms' magnitude |dy| * s * (1 + |x| * (1 - s)) (the result itself
 // passes through 0 near x = -1.2785, where no fp32 evaluation is accurate relative to |result|).
@@ -203,10 +189,5 @@ int main() {
   test_thread_local_messages();
   test_threads();
   std::printf("build: %s\n", tilegrad::build_info().c_str());
-  if (g_failures) {
-    std::fprintf(stderr, "cpp_api_silu_backward: %d failure(s)\n", g_failures);
-    return 1;
-  }
-  std::printf("cpp_api_silu_backward: all checks passed\n");
-  return 0;
+  return expect_report("cpp_api_silu_backward");
 }
