@@ -212,6 +212,19 @@ def test_in_place(isa, rng, dtype, target):
         assert_silu_close(out, ref_dy, ref_x)
 
 
+def test_in_place_mixed_dtypes(isa, rng):
+    """Mixed inputs write fp32: the fp32 input itself may be the output."""
+    for dy_dtype in (F16, BF16):
+        dy = sample_dy(rng, (3, 333), dy_dtype)
+        x0 = sample_x(rng, (3, 333), F32)
+        x = x0.copy()
+        assert tg.silu_backward(dy, x, out=x) is x
+        assert_silu_close(x, dy, x0)
+        g0 = sample_dy(rng, (3, 333), F32)
+        g = g0.copy()
+        assert tg.silu_backward(g, sample_x(rng, (3, 333), dy_dtype), out=g) is g
+
+
 # ---- extremes ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
