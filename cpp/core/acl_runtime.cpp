@@ -36,7 +36,7 @@ aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_P
   return code;
 }
 
-bool is_private_format(aclFormat f) {
+bool is_private_format(int32_t f) {
   switch (f) {
     case ACL_FORMAT_NC1HWC0: case ACL_FORMAT_FRACTAL_Z: case ACL_FORMAT_NC1HWC0_C04:
     case ACL_FORMAT_FRACTAL_NZ: case ACL_FORMAT_NDC1HWC0: case ACL_FRACTAL_Z_3D:
@@ -231,8 +231,8 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   for (int64_t d : t->storage_dims)
     if (d < 0) { delete t; return bad("negative storage dimension"); }
   t->offset = offset;
-  t->format = format;
-  t->dtype = dataType;
+  t->format = static_cast<int32_t>(format);
+  t->dtype = static_cast<int32_t>(dataType);
   t->data = tensorData;
   return t;
 }
@@ -276,14 +276,14 @@ aclnnStatus aclGetFormat(const aclTensor* t, aclFormat* format) {
   return guard("aclGetFormat", [&] {
     require_not_null("aclGetFormat", "tensor", t);
     require_not_null("aclGetFormat", "format", format);
-    *format = t->format;
+    *format = static_cast<aclFormat>(t->format);
   });
 }
 aclnnStatus aclGetDataType(const aclTensor* t, aclDataType* dataType) {
   return guard("aclGetDataType", [&] {
     require_not_null("aclGetDataType", "tensor", t);
     require_not_null("aclGetDataType", "dataType", dataType);
-    *dataType = t->dtype;
+    *dataType = static_cast<aclDataType>(t->dtype);
   });
 }
 
