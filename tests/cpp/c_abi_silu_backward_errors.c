@@ -131,6 +131,10 @@ static void test_errors(void) {
   aclTensor* th2 = make(s24, 2, ACL_FLOAT16, half);
   EXPECT_ERR(phase1(th, x, th2), ACLNN_ERR_PARAM_INVALID, "so gradInput must be float32, got float16");
   EXPECT(phase1(th, x, dx) == ACLNN_SUCCESS); /* mixed inputs -> fp32 output is fine */
+  aclTensor* tbad = make(s24, 2, (aclDataType)99, f); /* a code no aclDataType has */
+  EXPECT(tbad != NULL);
+  EXPECT_ERR(phase1(dy, tbad, dx), ACLNN_ERR_PARAM_INVALID, "self dtype must be one of {float32, float16, bfloat16}, got undefined");
+  aclDestroyTensor(tbad);
 
   /* Shapes and ranks. */
   aclTensor* d25 = make(s25, 2, ACL_FLOAT, h);
