@@ -131,6 +131,15 @@ void test_errors() {
     tilegrad::silu_backward(TensorView(a, DType::kFloat32, {8}), TensorView(b, DType::kFloat32, {8}),
                             TensorView(c, DType::kFloat32, {8}, {0}));
   }, 161002, "gradInput has overlapping elements");
+  // Shapes or strides whose extent overflows int64 are refused, not wrapped around.
+  expect_error(__LINE__, [&] {
+    tilegrad::silu_backward(TensorView(a, DType::kFloat32, {int64_t(1) << 62, 4}), TensorView(b, DType::kFloat32, {4}),
+                            TensorView(c, DType::kFloat32, {int64_t(1) << 62, 4}));
+  }, 161002, "overflows 64-bit indexing");
+  expect_error(__LINE__, [&] {
+    tilegrad::silu_backward(TensorView(a, DType::kFloat32, {3}, {int64_t(1) << 62}), TensorView(b, DType::kFloat32, {3}),
+                            TensorView(c, DType::kFloat32, {3}));
+  }, 161002, "gradOutput shape [3] with strides [4611686018427387904] overflows 64-bit indexing");
   expect_error(__LINE__, [&] { tilegrad::silu_backward_output_spec(TensorView(a, DType::kFloat32, {3}), TensorView(b, DType::kFloat32, {4})); },
                161002, "gradOutput shape [3] and self shape [4] do not broadcast");
   expect_error(__LINE__, [&] { tilegrad::set_max_isa("sse9"); }, 161002, "got 'sse9'");
