@@ -225,7 +225,7 @@ def test_misaligned_and_in_place(isa):
 
 def test_streaming_store_sizes():
     # Large enough that the output bypasses the caches (numel * bytes > L3 of this machine).
-    n = _core.platform()["l3_bytes"] // 16 + 4099
+    n = _core.platform()["l3_bytes"] // 32 + 4099
     rng = np.random.default_rng(1)
     x = rand((n,), F32, rng, -10, 10)
     t = rng.integers(0, 2, size=n).astype(F32)
@@ -519,10 +519,13 @@ def test_tiling_scale_and_streaming():
         assert np.float32(tiling(numel, reduction=1)["scale"]) == expected
         assert tiling(numel, reduction=0)["scale"] == 1.0
         assert tiling(numel, reduction=2)["scale"] == 1.0
-    l3 = 32 << 20
+    l3 = 32 << 20   # streaming from l3 / 2 on
     assert not tiling(1 << 20, 12, True, l3_bytes=l3)["streaming_stores"]          # 12 MB: fits
+    assert not tiling(1 << 20, 16, True, l3_bytes=l3)["streaming_stores"]          # 16 MB: fits
+    assert tiling((1 << 20) + 64, 16, True, l3_bytes=l3)["streaming_stores"]       # just over 16 MB
     assert tiling(8 << 20, 12, True, l3_bytes=l3)["streaming_stores"]              # 96 MB: streams
     assert not tiling(8 << 20, 12, False, l3_bytes=l3)["streaming_stores"]         # strided output
+    assert not tiling(0, 12, True, l3_bytes=0)["streaming_stores"]
     for isa in ("scalar", "avx2", "avx512"):
         assert tiling(1000, isa=isa)["isa"] == isa
 
