@@ -7,6 +7,7 @@
 
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
 #include "tilegrad/status.hpp"
 
@@ -64,11 +65,7 @@ void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
          int64_t l2, int64_t l3, const std::string& isa) {
         const auto t = ops::bce_backward_tiling(numel, bytes_per_elem, out_contiguous, reduction,
                                                 py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d;
-        d["numel"] = t.tiles.numel;
-        d["num_tiles"] = t.tiles.num_tiles;
-        d["tile_elems"] = t.tiles.tile_elems;
-        d["streaming_stores"] = t.tiles.streaming_stores;
+        py::dict d = py_support::elementwise_tiling_dict(t.tiles);
         d["isa"] = isa_name(t.isa);
         d["scale"] = t.scale;
         return d;

@@ -7,9 +7,9 @@
 #include "core/acl_tensor.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
+#include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
-#include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_kernel.h"
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
@@ -140,13 +140,7 @@ class BceBackwardLaunch final : public core::Launch {
     if (variant_.weight == BceOperand::kScalar) factor *= read_one(w_);
     p.factor = factor * tiling_.scale;
     if (variant_.pos_weight == BceOperand::kScalar) p.pos_weight = read_one(pw_);
-    core::parallel_for(t.num_tiles, t.num_tiles, [&](int64_t tile) {
-      const int64_t begin = tile * t.tile_elems;
-      const int64_t end = std::min(t.numel, begin + t.tile_elems);
-      core::for_each_span(layout_, begin, end, [&](char* const* ptrs, int64_t n, bool contiguous_out) {
-        kernel_(p, ptrs, n, t.streaming_stores && contiguous_out);
-      });
-    });
+    core::run_elementwise(layout_, t, [&](char* const* ptrs, int64_t n, bool stream) { kernel_(p, ptrs, n, stream); });
   }
 
  private:
