@@ -339,6 +339,9 @@ def test_python_errors():
     assert e.code == ACLNN_ERR_PARAM_INVALID
     raises(TypeError, "reduction must be a str or an int, got float", bce, dy, x, t, None, None, 1.0)
     raises(TypeError, "reduction must be a str or an int, got bool", bce, dy, x, t, None, None, True)
+    raises(TypeError, "reduction must be a str or an int, got bool", bce, dy, x, t, None, None, np.bool_(True))
+    raises(ValueError, "got 100000000000000000000", bce, dy, x, t, None, None, 10**20)
+    check(bce(dy, x, t, w, None, np.int64(2)), dy, x, t, w, None, "sum")   # NumPy integers are ints
     raises(TypeError, "input must be a numpy.ndarray, got list", bce, dy, [[1.0]], t)
     raises(TypeError, "weight must be a numpy.ndarray, got float", bce, dy, x, t, 1.0)
     raises(TypeError, "grad_output must be a numpy.ndarray, got float", bce, 1.0, x, t)

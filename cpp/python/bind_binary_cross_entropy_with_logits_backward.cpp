@@ -26,10 +26,18 @@ int64_t reduction_code(const py::object& r) {
     if (s == "sum") return 2;
     throw Error(Status::kParamInvalid, std::string(kOp) + ": reduction must be 'none', 'mean' or 'sum' (or 0, 1, 2), got '" + s + "'");
   }
-  if (py::isinstance<py::bool_>(r) || !py::isinstance<py::int_>(r))
+  // Python and NumPy integers (anything with __index__), but not bool.
+  if (py::isinstance<py::bool_>(r) || PyBool_Check(r.ptr()) || !PyIndex_Check(r.ptr()))
     throw py::type_error(std::string(kOp) + ": reduction must be a str or an int, got " +
                          py::str(py::type::of(r).attr("__name__")).cast<std::string>());
-  return r.cast<int64_t>();
+  const py::int_ value = py::reinterpret_steal<py::int_>(PyNumber_Index(r.ptr()));
+  if (!value) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow)
+    throw Error(Status::kParamInvalid, std::string(kOp) + ": reduction must be 0 (none), 1 (mean) or 2 (sum), got " +
+                                           py::str(value).cast<std::string>());
+  return static_cast<int64_t>(v);
 }
 
 }  // namespace
