@@ -82,6 +82,11 @@ def main():
                 row = compare(f"{n}x{c} {dtype_name} {variant}",
                               {"torch": torch_bwd, "tilegrad reused out": tg_reused, "tilegrad fresh out": tg_fresh},
                               baseline="torch", reps=reps, extra={"rel err vs torch": f"{err:.1e}"})
+                # bytes one pass must move: x, t, [w] read, out written (pw and 0-d dy are tiny)
+                nbytes = x.nbytes + t.nbytes + out.nbytes + (w.nbytes if wa is not None else 0)
+                gbs = nbytes / row["times"]["tilegrad reused out"] / 1e9
+                row["extra"]["tilegrad GB/s"] = f"{gbs:.1f}"
+                row["extra"]["tilegrad Gelem/s"] = f"{n * c / row['times']['tilegrad reused out'] / 1e9:.2f}"
                 rows.append(row)
                 del loss
     print()
