@@ -3,6 +3,7 @@
 
 #include "ops/silu_backward/silu_backward_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/silu_backward.hpp"
 
 namespace py = pybind11;
@@ -30,11 +31,7 @@ void bind_silu_backward(py::module_& m) {
          const std::string& isa) {
         const auto t = ops::silu_backward_tiling(numel, bytes_per_elem, out_contiguous,
                                                  py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d;
-        d["numel"] = t.tiles.numel;
-        d["num_tiles"] = t.tiles.num_tiles;
-        d["tile_elems"] = t.tiles.tile_elems;
-        d["streaming_stores"] = t.tiles.streaming_stores;
+        py::dict d = py_support::elementwise_tiling_dict(t.tiles);
         d["isa"] = isa_name(t.isa);
         return d;
       },

@@ -17,6 +17,7 @@ from ._runtime import (
     set_num_threads,
 )
 from ._paths import get_cmake_dir, get_include, get_library
+from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "active_isa",
+    "binary_cross_entropy_with_logits_backward",
     "build_info",
     "detected_isa",
     "get_cmake_dir",

@@ -1,4 +1,4 @@
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
@@ -15,3 +15,9 @@ def silu_backward(grad_output: np.ndarray, input: np.ndarray, out: Optional[np.n
 def _silu_backward_tiling(numel: int, bytes_per_elem: int, out_contiguous: bool, threads: int,
                           l1_bytes: int = ..., l2_bytes: int = ..., l3_bytes: int = ..., isa: str = ...) -> dict: ...
 def _bandwidth_probe(out: np.ndarray, a: np.ndarray, b: np.ndarray, streaming_stores: bool = True) -> None: ...
+def binary_cross_entropy_with_logits_backward(grad_output: np.ndarray, input: np.ndarray, target: np.ndarray,
+                                              weight: Optional[np.ndarray] = ..., pos_weight: Optional[np.ndarray] = ...,
+                                              reduction: Union[str, int] = ..., out: Optional[np.ndarray] = ...) -> np.ndarray: ...
+def _binary_cross_entropy_with_logits_backward_tiling(numel: int, bytes_per_elem: int, out_contiguous: bool,
+                                                      reduction: int, threads: int, l1_bytes: int = ...,
+                                                      l2_bytes: int = ..., l3_bytes: int = ..., isa: str = ...) -> dict: ...

@@ -4,9 +4,9 @@
 #include "aclnnop/aclnn_silu_backward.h"
 #include "core/acl_tensor.h"
 #include "core/elementwise.h"
+#include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
-#include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/silu_backward/silu_backward_kernel.h"
 #include "ops/silu_backward/silu_backward_tiling.h"
@@ -69,14 +69,8 @@ class SiluBackwardLaunch final : public core::Launch {
   }
 
   void run(void*) override {
-    const core::ElementwiseTiling& t = tiling_.tiles;
-    core::parallel_for(t.num_tiles, t.num_tiles, [&](int64_t tile) {
-      const int64_t begin = tile * t.tile_elems;
-      const int64_t end = std::min(t.numel, begin + t.tile_elems);
-      core::for_each_span(layout_, begin, end, [&](char* const* ptrs, int64_t n, bool contiguous_out) {
-        kernel_(dtypes_, ptrs, n, t.streaming_stores && contiguous_out);
-      });
-    });
+    core::run_elementwise(layout_, tiling_.tiles,
+                          [&](char* const* ptrs, int64_t n, bool streaming) { kernel_(dtypes_, ptrs, n, streaming); });
   }
 
  private:

@@ -1,0 +1,206 @@
+// aclnnBinaryCrossEntropyWithLogitsBackward: validation (SEMANTICS section 2), launch, native C++
+// API and C ABI.
+#include <memory>
+#include <vector>
+
+#include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
+#include "core/acl_tensor.h"
+#include "core/dtype.h"
+#include "core/elementwise.h"
+#include "core/elementwise_run.h"
+#include "core/error.h"
+#include "core/executor.h"
+#include "core/tensor.h"
+#include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_kernel.h"
+#include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
+#include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
+
+namespace tilegrad::ops {
+namespace {
+
+constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogitsBackward";
+constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+
+// The tensors of one call; weight / pos_weight / out are null when absent (out: output-spec query).
+struct BceArgs {
+  const TensorView& grad_output;
+  const TensorView& self;
+  const TensorView& target;
+  const TensorView* weight;
+  const TensorView* pos_weight;
+  const TensorView* out;
+};
+
+void require_broadcasts_to_self(const char* arg, const TensorView& t, const TensorView& self) {
+  core::check(core::broadcasts_to(t.shape, self.shape), kOp, ": ", arg, " shape ", shape_str(t.shape),
+              " does not broadcast to self shape ", shape_str(self.shape));
+}
+
+// SEMANTICS order: dtypes -> ranks -> shapes -> reduction -> overlaps. Inputs only when a.out is null.
+void validate(const BceArgs& a, int64_t reduction, bool check_reduction) {
+  struct Named {
+    const char* name;
+    const TensorView* t;
+  };
+  const Named inputs[] = {{"gradOutput", &a.grad_output}, {"self", &a.self}, {"target", &a.target},
+                          {"weightOptional", a.weight},  {"posWeightOptional", a.pos_weight}};
+  for (const Named& n : inputs)
+    if (n.t) core::require_well_formed(kOp, n.name, *n.t);
+  if (a.out) core::require_well_formed(kOp, "out", *a.out);
+
+  for (const Named& n : inputs)
+    if (n.t) core::require_dtype(kOp, n.name, *n.t, kFloatTypes);
+  if (a.out) {
+    core::require_dtype(kOp, "out", *a.out, kFloatTypes);
+    core::check(a.out->dtype == a.target.dtype, kOp, ": out dtype ", dtype_name(a.out->dtype), " != target dtype ",
+                dtype_name(a.target.dtype), " (out must have target's dtype)");
+  }
+
+  for (const Named& n : inputs)
+    if (n.t) core::require_rank_at_most(kOp, n.name, *n.t);
+  if (a.out) core::require_rank_at_most(kOp, "out", *a.out);
+
+  core::require_shape(kOp, "target", a.target, a.self.shape, "self shape");
+  if (a.out) core::require_shape(kOp, "out", *a.out, a.self.shape, "self shape");
+  require_broadcasts_to_self("gradOutput", a.grad_output, a.self);
+  if (a.weight) require_broadcasts_to_self("weightOptional", *a.weight, a.self);
+  if (a.pos_weight) require_broadcasts_to_self("posWeightOptional", *a.pos_weight, a.self);
+
+  if (check_reduction)
+    core::check(reduction >= 0 && reduction <= 2, kOp, ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ",
+                reduction);
+
+  // An empty out has no elements to overlap (NumPy gives empty arrays zero strides).
+  if (a.out && a.out->numel() > 0) {
+    core::require_no_self_overlap(kOp, "out", *a.out);
+    for (const Named& n : inputs)
+      if (n.t) core::require_no_partial_overlap(kOp, "out", *a.out, n.name, *n.t, true);
+  }
+}
+
+// The single element of a one-element fp32/fp16/bf16 view, widened to fp32.
+float read_one(const TensorView& t) {
+  switch (t.dtype) {
+    case DType::kFloat32: return *static_cast<const float*>(t.data);
+    case DType::kFloat16: return core::f16_to_f32(*static_cast<const uint16_t*>(t.data));
+    default: return core::bf16_to_f32(*static_cast<const uint16_t*>(t.data));
+  }
+}
+
+class BceBackwardLaunch final : public core::Launch {
+ public:
+  BceBackwardLaunch(const TensorView& dy, const TensorView& x, const TensorView& t, const TensorView* w,
+                    const TensorView* pw, int64_t reduction, const TensorView& out)
+      : dy_(dy), w_(w ? *w : TensorView{}), pw_(pw ? *pw : TensorView{}) {
+    validate({dy, x, t, w, pw, &out}, reduction, true);
+    const int64_t numel = x.numel();
+    // Operands broadcast from one element are read once per launch and folded into constants;
+    // the others join the broadcast layout in the order the kernel expects.
+    auto mode = [&](const TensorView* v) {
+      if (!v) return BceOperand::kAbsent;
+      return v->numel() == 1 && numel > 1 ? BceOperand::kScalar : BceOperand::kVector;
+    };
+    variant_.out = out.dtype;
+    variant_.self = x.dtype;
+    variant_.target = t.dtype;
+    variant_.grad_output = mode(&dy);
+    variant_.weight = mode(w);
+    variant_.pos_weight = mode(pw);
+    variant_.grad_output_dtype = dy.dtype;
+    if (w) variant_.weight_dtype = w->dtype;
+    if (pw) variant_.pos_weight_dtype = pw->dtype;
+
+    const TensorView* ops[core::kMaxOperands] = {&out, &x, &t};
+    int nops = 3;
+    int64_t bytes = dtype_size(out.dtype) + dtype_size(x.dtype) + dtype_size(t.dtype);
+    auto add = [&](const TensorView* v, BceOperand m) {
+      if (m != BceOperand::kVector) return;
+      params_.inputs[nops - 1] = v->dtype;
+      ops[nops++] = v;
+      if (v->numel() == numel) bytes += dtype_size(v->dtype);  // broadcast operands stay in cache
+    };
+    params_.inputs[0] = x.dtype;
+    params_.inputs[1] = t.dtype;
+    add(&dy, variant_.grad_output);
+    add(w, variant_.weight);
+    add(pw, variant_.pos_weight);
+    layout_ = core::make_elementwise_layout(ops, nops);
+    tiling_ = bce_backward_tiling(numel, bytes, core::inner_is_contiguous(layout_), reduction,
+                                  core::Platform::current());
+    kernel_ = bce_backward_kernel(tiling_.isa, variant_);
+  }
+
+  void run(void*) override {
+    const core::ElementwiseTiling& t = tiling_.tiles;
+    if (t.num_tiles == 0) return;
+    // Scalars are read at launch time (the C ABI may fill the tensors after phase 1).
+    BceSpanParams p = params_;
+    float factor = 1.0f;
+    if (variant_.grad_output == BceOperand::kScalar) factor *= read_one(dy_);
+    if (variant_.weight == BceOperand::kScalar) factor *= read_one(w_);
+    p.factor = factor * tiling_.scale;
+    if (variant_.pos_weight == BceOperand::kScalar) p.pos_weight = read_one(pw_);
+    core::run_elementwise(layout_, t, [&](char* const* ptrs, int64_t n, bool stream) { kernel_(p, ptrs, n, stream); });
+  }
+
+ private:
+  TensorView dy_, w_, pw_;  // kept for the one-element (kScalar) reads
+  BceVariant variant_;
+  BceSpanParams params_;
+  core::ElementwiseLayout layout_;
+  BceBackwardTiling tiling_;
+  BceSpanFn kernel_ = nullptr;
+};
+
+const TensorView* optional(const TensorView& t) { return t.dtype == DType::kUndefined && !t.data ? nullptr : &t; }
+
+}  // namespace
+}  // namespace tilegrad::ops
+
+namespace tilegrad {
+
+OutputSpec binary_cross_entropy_with_logits_backward_output_spec(const TensorView& grad_output,
+                                                                 const TensorView& self, const TensorView& target,
+                                                                 const TensorView& weight,
+                                                                 const TensorView& pos_weight) {
+  ops::validate({grad_output, self, target, ops::optional(weight), ops::optional(pos_weight), nullptr}, 0, false);
+  return {target.dtype, self.shape};
+}
+
+void binary_cross_entropy_with_logits_backward(const TensorView& grad_output, const TensorView& self,
+                                               const TensorView& target, const TensorView& weight,
+                                               const TensorView& pos_weight, int64_t reduction,
+                                               const TensorView& out) {
+  ops::BceBackwardLaunch launch(grad_output, self, target, ops::optional(weight), ops::optional(pos_weight),
+                                reduction, out);
+  core::run_now(launch);
+}
+
+}  // namespace tilegrad
+
+using namespace tilegrad;
+
+extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* self, const aclTensor* target, const aclTensor* weightOptional,
+    const aclTensor* posWeightOptional, int64_t reduction, aclTensor* out, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+    core::require_not_null(ops::kOp, "gradOutput", gradOutput);
+    core::require_not_null(ops::kOp, "self", self);
+    core::require_not_null(ops::kOp, "target", target);
+    core::require_not_null(ops::kOp, "out", out);
+    const TensorView dy = core::view_of(ops::kOp, "gradOutput", gradOutput);
+    const TensorView x = core::view_of(ops::kOp, "self", self);
+    const TensorView t = core::view_of(ops::kOp, "target", target);
+    const TensorView w = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
+    const TensorView pw = core::optional_view_of(ops::kOp, "posWeightOptional", posWeightOptional);
+    const TensorView o = core::view_of(ops::kOp, "out", out);
+    return std::make_unique<ops::BceBackwardLaunch>(dy, x, t, weightOptional ? &w : nullptr,
+                                                    posWeightOptional ? &pw : nullptr, reduction, o);
+  });
+}
+
+extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackward(void* workspace, uint64_t workspaceSize,
+                                                                 aclOpExecutor* executor, aclrtStream) {
+  return core::launch_executor(ops::kOp, workspace, workspaceSize, executor);
+}

@@ -1,0 +1,84 @@
+// Python binding of aclnnBinaryCrossEntropyWithLogitsBackward:
+// tilegrad._core.binary_cross_entropy_with_logits_backward(grad_output, input, target, weight=None,
+// pos_weight=None, reduction=1, out=None); reduction is 0/1/2 or "none"/"mean"/"sum".
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
+#include "py_tensor.h"
+#include "py_tiling.h"
+#include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
+#include "tilegrad/status.hpp"
+
+namespace py = pybind11;
+using namespace tilegrad;
+
+namespace {
+
+constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogitsBackward";
+
+int64_t reduction_code(const py::object& r) {
+  if (py::isinstance<py::str>(r)) {
+    const std::string s = r.cast<std::string>();
+    if (s == "none") return 0;
+    if (s == "mean") return 1;
+    if (s == "sum") return 2;
+    throw Error(Status::kParamInvalid, std::string(kOp) + ": reduction must be 'none', 'mean' or 'sum' (or 0, 1, 2), got '" + s + "'");
+  }
+  // Python and NumPy integers (anything with __index__), but not bool.
+  if (py::isinstance<py::bool_>(r) || PyBool_Check(r.ptr()) || !PyIndex_Check(r.ptr()))
+    throw py::type_error(std::string(kOp) + ": reduction must be a str or an int, got " +
+                         py::str(py::type::of(r).attr("__name__")).cast<std::string>());
+  const py::int_ value = py::reinterpret_steal<py::int_>(PyNumber_Index(r.ptr()));
+  if (!value) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow)
+    throw Error(Status::kParamInvalid, std::string(kOp) + ": reduction must be 0 (none), 1 (mean) or 2 (sum), got " +
+                                           py::str(value).cast<std::string>());
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
+  m.def(
+      "binary_cross_entropy_with_logits_backward",
+      [](const py::object& grad_output, const py::object& input, const py::object& target, const py::object& weight,
+         const py::object& pos_weight, const py::object& reduction, const py::object& out) {
+        const TensorView dy = py_support::view_of(grad_output, "grad_output");
+        const TensorView x = py_support::view_of(input, "input");
+        const TensorView t = py_support::view_of(target, "target");
+        const TensorView w = py_support::optional_view_of(weight, "weight");
+        const TensorView pw = py_support::optional_view_of(pos_weight, "pos_weight");
+        const int64_t red = reduction_code(reduction);
+        py::object result =
+            out.is_none()
+                ? py::object(py_support::allocate(binary_cross_entropy_with_logits_backward_output_spec(dy, x, t, w, pw)))
+                : out;
+        const TensorView dx = py_support::view_of(result, "out", true);
+        {
+          py::gil_scoped_release release;
+          binary_cross_entropy_with_logits_backward(dy, x, t, w, pw, red, dx);
+        }
+        return result;
+      },
+      py::arg("grad_output"), py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("pos_weight") = py::none(), py::arg("reduction") = 1, py::arg("out") = py::none());
+
+  m.def(
+      "_binary_cross_entropy_with_logits_backward_tiling",
+      [](int64_t numel, int64_t bytes_per_elem, bool out_contiguous, int64_t reduction, int threads, int64_t l1,
+         int64_t l2, int64_t l3, const std::string& isa) {
+        const auto t = ops::bce_backward_tiling(numel, bytes_per_elem, out_contiguous, reduction,
+                                                py_support::platform_from(threads, l1, l2, l3, isa));
+        py::dict d = py_support::elementwise_tiling_dict(t.tiles);
+        d["isa"] = isa_name(t.isa);
+        d["scale"] = t.scale;
+        return d;
+      },
+      py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("reduction"),
+      py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,
+      py::arg("l3_bytes") = 32 << 20, py::arg("isa") = "avx512");
+}

@@ -1,0 +1,583 @@
+"""aclnnBinaryCrossEntropyWithLogitsBackward: accuracy vs a float64 NumPy reference written from
+SEMANTICS section 2, broadcasting, dtype mixes, strides, extremes, errors (Python and C ABI),
+tiling invariants, thread determinism, and a torch cross-check where torch is installed."""
+
+import ctypes
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilegrad as tg
+from tilegrad import _core
+from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
+                        get_workspace_size, last_error, launch, lib, run_op)
+
+OP = "aclnnBinaryCrossEntropyWithLogitsBackward"
+bce = tg.binary_cross_entropy_with_logits_backward
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+DTYPES = [F32, F16, BF16]
+EPS = {F32: 2.0 ** -24, F16: 2.0 ** -11, BF16: 2.0 ** -8}      # unit roundoff of the output
+TINY = {F32: 1e-45, F16: 2.0 ** -25, BF16: 1e-45}              # half the smallest subnormal (fp16)
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+# ---- float64 reference (SEMANTICS section 2) -------------------------------------------------
+
+def f64(a):
+    return None if a is None else np.asarray(a).astype(np.float64)
+
+
+def sigmoid64(x):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
+
+
+def reference(dy, x, t, w=None, pw=None, reduction="mean"):
+    """(value, error bound) in float64; the bound allows fp32 math on the terms and one rounding."""
+    dy, x, t, w, pw = f64(dy), f64(x), f64(t), f64(w), f64(pw)
+    red = REDUCTIONS.get(reduction, reduction)
+    s = sigmoid64(x)
+    if pw is None:
+        g = s - t
+        terms = np.abs(1 - t) + np.abs(t)
+    else:
+        pt = pw * t
+        g = (pt + 1 - t) * s - pt
+        terms = np.abs(1 - t) + np.abs(pt)
+    scale = 1.0 / max(1, x.size) if red == 1 else 1.0
+    mult = dy * (1.0 if w is None else w) * scale
+    with np.errstate(invalid="ignore"):
+        value = np.broadcast_to(g * mult, x.shape)
+        bound = np.broadcast_to(16 * 2.0 ** -24 * terms * np.abs(mult), x.shape)
+    return value, bound
+
+
+def check(result, dy, x, t, w=None, pw=None, reduction="mean"):
+    value, bound = reference(dy, x, t, w, pw, reduction)
+    assert result.shape == np.shape(x)
+    assert result.dtype == t.dtype
+    got = result.astype(np.float64)
+    out_dt = np.dtype(t.dtype)
+    tol = bound + EPS[out_dt] * np.abs(value) + TINY[out_dt]
+    err = np.abs(got - value)
+    nan_ref = np.isnan(value)
+    np.testing.assert_array_equal(np.isnan(got), nan_ref)
+    bad = ~nan_ref & ~(err <= tol)
+    assert not bad.any(), (f"{bad.sum()} elements off; worst at {np.argwhere(bad)[0]}: got {got[bad][0]!r}, "
+                           f"want {value[bad][0]!r}")
+
+
+def rand(shape, dtype, rng, lo=-4.0, hi=4.0):
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def make(shape, dtypes=(F32,) * 5, dy_shape=(), w_shape=None, pw_shape=None, seed=0):
+    """(dy, x, t, w, pw) with dtypes for (dy, x, t, w, pw)."""
+    rng = np.random.default_rng(seed)
+    dy = rand(dy_shape, dtypes[0], rng, 0.5, 2.0)
+    x = rand(shape, dtypes[1], rng, -8, 8)
+    t = rand(shape, dtypes[2], rng, 0, 1)
+    w = None if w_shape is None else rand(w_shape, dtypes[3], rng, 0, 2)
+    pw = None if pw_shape is None else rand(pw_shape, dtypes[4], rng, 0.2, 4)
+    return dy, x, t, w, pw
+
+
+# ---- accuracy ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum", 0, 1, 2])
+@pytest.mark.parametrize("weights", ["plain", "weight", "pos_weight", "both"])
+def test_matches_reference(isa, dtype, reduction, weights):
+    shape = (7, 131)
+    red = REDUCTIONS.get(reduction, reduction)
+    dy_shape = shape if red == 0 else ()
+    w_shape = shape if weights in ("weight", "both") else None
+    pw_shape = (131,) if weights in ("pos_weight", "both") else None
+    dy, x, t, w, pw = make(shape, (dtype,) * 5, dy_shape, w_shape, pw_shape, seed=red)
+    check(bce(dy, x, t, w, pw, reduction), dy, x, t, w, pw, reduction)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 15, 16, 17, 31, 33, 63, 64, 65, 255, 513, 1000, 4099])
+def test_lengths(isa, n):
+    for dtype in DTYPES:
+        dy, x, t, w, pw = make((n,), (dtype,) * 5, (n,), (n,), (1,), seed=n)
+        check(bce(dy, x, t, w, pw, "sum"), dy, x, t, w, pw, "sum")
+
+
+def test_zero_dim(isa):
+    for dtype in DTYPES:
+        dy, x, t, w, pw = make((), (dtype,) * 5, (), (), ())
+        for red in ("none", "mean", "sum"):
+            r = bce(dy, x, t, w, pw, red)
+            assert r.shape == ()
+            check(r, dy, x, t, w, pw, red)
+        # 0-d everything but without the optional tensors
+        check(bce(dy, x, t), dy, x, t)
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0,), (0, 3, 4)])
+def test_empty(shape):
+    dy, x, t, w, pw = make(shape, dy_shape=(), w_shape=shape[-1:], pw_shape=(1,))
+    r = bce(dy, x, t, w, pw, "mean")
+    assert r.shape == shape and r.dtype == np.float32
+    out = np.empty(shape, np.float16)
+    assert bce(dy, x, t.astype(np.float16), out=out) is out
+
+
+SELF_SHAPE = (3, 4, 5)
+BROADCAST_SHAPES = [(), (1,), (5,), (1, 5), (4, 1), (4, 5), (3, 1, 1), (3, 4, 1), (3, 1, 5), (1, 4, 5), (1, 1, 1),
+                    (3, 4, 5), (1, 3, 4, 5)[1:]]
+
+
+@pytest.mark.parametrize("operand", ["grad_output", "weight", "pos_weight"])
+@pytest.mark.parametrize("bshape", BROADCAST_SHAPES, ids=str)
+def test_broadcast_positions(isa, operand, bshape):
+    shapes = {"grad_output": (), "weight": (5,), "pos_weight": (4, 1)}
+    shapes[operand] = bshape
+    dy, x, t, w, pw = make(SELF_SHAPE, dy_shape=shapes["grad_output"], w_shape=shapes["weight"],
+                           pw_shape=shapes["pos_weight"], seed=len(bshape))
+    for red in ("none", "mean"):
+        check(bce(dy, x, t, w, pw, red), dy, x, t, w, pw, red)
+
+
+def test_broadcast_large_rows(isa):
+    # Per-row weight (inner stride 0, packed) and per-class pos_weight over rows longer than a pack.
+    dy, x, t, w, pw = make((9, 1500), dy_shape=(9, 1), w_shape=(9, 1), pw_shape=(1500,), seed=3)
+    check(bce(dy, x, t, w, pw, "none"), dy, x, t, w, pw, "none")
+
+
+MIXES = [
+    # (dy, x, t, w, pw)
+    (F16, F16, F32, F16, F16),   # the vendor UT case_dtype_promotion
+    (F32, F16, F32, F32, F32),
+    (BF16, BF16, F16, BF16, BF16),
+    (F16, BF16, BF16, F16, F32),
+    (F32, BF16, BF16, BF16, BF16),  # fp32 scalar grad_output, bf16 elsewhere
+    (F32, F32, F16, F32, F32),
+    (BF16, F32, BF16, F16, F16),
+    (F16, F16, F16, F16, BF16),
+]
+
+
+@pytest.mark.parametrize("dtypes", MIXES, ids=lambda d: "-".join(np.dtype(x).name for x in d))
+def test_dtype_mixes(isa, dtypes):
+    for red, w_shape, pw_shape in [("none", (6, 300), None), ("mean", None, (300,)), ("sum", (300,), (6, 300))]:
+        dy_shape = (6, 300) if red == "none" else ()
+        dy, x, t, w, pw = make((6, 300), dtypes, dy_shape, w_shape, pw_shape, seed=7)
+        check(bce(dy, x, t, w, pw, red), dy, x, t, w, pw, red)
+
+
+def test_random_dtype_mixes():
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        dtypes = [DTYPES[i] for i in rng.integers(0, 3, size=5)]
+        dy_shape = [(), (1,), (70,), (5, 70)][trial % 4]
+        w_shape = [None, (70,), (5, 1), (5, 70)][(trial // 4) % 4]
+        pw_shape = [None, (), (70,), (5, 70)][(trial // 2) % 4]
+        dy, x, t, w, pw = make((5, 70), dtypes, dy_shape, w_shape, pw_shape, seed=trial)
+        red = ["none", "mean", "sum"][trial % 3]
+        check(bce(dy, x, t, w, pw, red), dy, x, t, w, pw, red)
+
+
+def test_strided_inputs_and_output(isa):
+    rng = np.random.default_rng(5)
+    for dtype in DTYPES:
+        base_x = rand((40, 90), dtype, rng, -6, 6)
+        base_t = rand((90, 40), dtype, rng, 0, 1)
+        x = base_x[::2, ::3]                 # (20, 30) strided
+        t = base_t.T[::2, ::3]               # transposed then strided
+        w = rand((20, 60), dtype, rng, 0, 2)[:, ::-2]   # negative stride
+        pw = np.broadcast_to(rand((30,), dtype, rng, 0.5, 3), (20, 30))   # zero strides
+        dy = rand((20, 30), dtype, rng, 0.5, 1.5)[::-1]
+        out_base = np.zeros((20, 60), dtype)
+        out = out_base[:, 1::2]
+        r = bce(dy, x, t, w, pw, "none", out=out)
+        assert r is out
+        check(out, dy, x, t, w, pw, "none")
+        assert not out_base[:, 0::2].any()   # untouched gaps
+        out_t = np.zeros((30, 20), dtype).T  # transposed output
+        bce(dy, x, t, w, pw, "sum", out=out_t)
+        check(out_t, dy, x, t, w, pw, "sum")
+
+
+def test_misaligned_and_in_place(isa):
+    rng = np.random.default_rng(9)
+    for dtype in DTYPES:
+        buf = np.zeros(5001, dtype)
+        x = rand((5000,), dtype, rng)
+        t = rand((5000,), dtype, rng, 0, 1)
+        dy = np.array(0.7, dtype)
+        out = buf[1:]
+        bce(dy, x, t, None, None, "mean", out=out)
+        check(out, dy, x, t)
+        # in place over self and over target
+        x2, t2 = x.copy(), t.copy()
+        bce(dy, x2, t2, None, None, "mean", out=x2)
+        check(x2, dy, x, t)
+        x3, t3 = x.copy(), t.copy()
+        w = rand((5000,), dtype, rng, 0, 2)
+        bce(dy, x3, t3, w, None, "sum", out=t3)
+        check(t3, dy, x, t, w, None, "sum")
+
+
+def test_streaming_store_sizes():
+    # Large enough that the output bypasses the caches (numel * bytes > L3 of this machine).
+    n = _core.platform()["l3_bytes"] // 32 + 4099
+    rng = np.random.default_rng(1)
+    x = rand((n,), F32, rng, -10, 10)
+    t = rng.integers(0, 2, size=n).astype(F32)
+    w = rand((n,), F32, rng, 0, 2)
+    pw = rand((n,), F32, rng, 0.5, 2)
+    dy = np.array(1.0, F32)
+    out = np.empty(n + 1, F32)[1:]   # misaligned start
+    bce(dy, x, t, w, pw, "sum", out=out)
+    check(out, dy, x, t, w, pw, "sum")
+
+
+EXTREME_X = [-3.4e38, -1e4, -200.0, -89.0, -30.0, -20.0, -5.0, -1e-3, -0.0, 0.0, 1e-3, 5.0, 20.0, 30.0, 89.0,
+             200.0, 1e4, 3.4e38]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_extreme_logits(isa, dtype):
+    xs = np.array(EXTREME_X, np.float32)
+    if dtype == BF16:
+        xs = xs[np.abs(xs) < 3e38]
+    x = np.repeat(xs, 3).astype(dtype)
+    t = np.tile(np.array([0.0, 1.0, 0.5]), len(xs)).astype(dtype)
+    dy = np.array(1.0, dtype)
+    for pw in (None, np.array([3.0], dtype)):
+        for red in ("none", "sum"):
+            r = bce(dy, x, t, None, pw, red)
+            assert np.isfinite(r.astype(np.float64)).all()
+            check(r, dy, x, t, None, pw, red)
+    # the limits: s -> 1 or 0 (to within the reciprocal's last bit)
+    r = bce(np.array(1.0, F32), np.array([1e4, -1e4, 1e4, -1e4], F32), np.array([0, 0, 1, 1], F32), None,
+            np.array(2.0, F32), "none")
+    np.testing.assert_allclose(r, np.array([1.0, 0.0, -0.0, -2.0], F32), rtol=2.4e-7, atol=0)
+
+
+def test_nan_and_inf_logits(isa):
+    x = np.array([np.nan, np.inf, -np.inf, np.inf, -np.inf], F32)
+    t = np.array([0.5, 0.25, 0.25, 1.0, 1.0], F32)
+    r = bce(np.array(1.0, F32), x, t, None, np.array(2.0, F32), "none")
+    # NaN propagates; s(+inf) = 1, s(-inf) = 0 as in PyTorch: g = 1 - t and -pw * t
+    assert np.isnan(r[0])
+    np.testing.assert_allclose(r[1:], np.array([0.75, -0.5, 0.0, -2.0], F32), rtol=2.4e-7, atol=0)
+
+
+def test_thread_count_determinism(threads):
+    dy, x, t, w, pw = make((300, 1111), (BF16, F32, F32, F16, F32), (300, 1), (1111,), (300, 1111), seed=4)
+    results = []
+    for n in (1, 2):
+        threads(n)
+        results.append(bce(dy, x, t, w, pw, "mean"))
+    np.testing.assert_array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
+    results = []
+    for n in (1, 2):
+        threads(n)
+        results.append(bce(dy.astype(BF16), x.astype(BF16), t.astype(BF16), None, None, "mean"))
+    np.testing.assert_array_equal(results[0].view(np.uint16), results[1].view(np.uint16))
+
+
+def test_isas_agree():
+    # Every ISA level computes the same algorithm; results agree to a few ulp.
+    dy, x, t, w, pw = make((50, 333), dy_shape=(), w_shape=(333,), pw_shape=(50, 333), seed=2)
+    previous = tg.max_isa()
+    try:
+        results = {}
+        for level in ["scalar", "avx2", "avx512"][: ["scalar", "avx2", "avx512"].index(tg.detected_isa()) + 1]:
+            tg.set_max_isa(level)
+            results[level] = bce(dy, x, t, w, pw, "mean").astype(np.float64)
+    finally:
+        tg.set_max_isa(previous)
+    ref = results["scalar"]
+    for r in results.values():
+        np.testing.assert_allclose(r, ref, rtol=1e-6, atol=1e-12)
+
+
+# ---- Python errors ----------------------------------------------------------------------------
+
+def raises(exc, match, fn, *args, **kw):
+    with pytest.raises(exc, match=match) as info:
+        fn(*args, **kw)
+    return info.value
+
+
+def test_python_errors():
+    dy, x, t, w, pw = make((4, 6), w_shape=(6,), pw_shape=(6,))
+    e = raises(ValueError, "self dtype must be one of {float32, float16, bfloat16}, got float64", bce, dy,
+               x.astype(np.float64), t)
+    assert e.code == ACLNN_ERR_PARAM_INVALID
+    assert str(e).startswith(OP + ": ")
+    raises(ValueError, "target dtype must be one of .*got int32", bce, dy, x, t.astype(np.int32))
+    raises(ValueError, "weightOptional dtype must be one of .*got float64", bce, dy, x, t, w.astype(np.float64))
+    raises(ValueError, "posWeightOptional dtype must be one of .*got int64", bce, dy, x, t, None,
+           pw.astype(np.int64))
+    raises(ValueError, "gradOutput dtype must be one of .*got float64", bce, dy.astype(np.float64), x, t)
+    e = raises(ValueError, r"out dtype float16 != target dtype float32", bce, dy, x, t, out=np.empty((4, 6), F16))
+    assert e.code == ACLNN_ERR_PARAM_INVALID
+    raises(ValueError, r"target shape \[4,5\] != self shape \[4,6\]", bce, dy, x, t[:, :5])
+    raises(ValueError, r"out shape \[6,4\] != self shape \[4,6\]", bce, dy, x, t, out=np.empty((6, 4), F32))
+    raises(ValueError, r"gradOutput shape \[4,2\] does not broadcast to self shape \[4,6\]", bce,
+           np.ones((4, 2), F32), x, t)
+    raises(ValueError, r"gradOutput shape \[2,4,6\] does not broadcast", bce, np.ones((2, 4, 6), F32), x, t)
+    raises(ValueError, r"weightOptional shape \[4\] does not broadcast to self shape \[4,6\]", bce, dy, x, t,
+           np.ones(4, F32))
+    raises(ValueError, r"posWeightOptional shape \[3,1\] does not broadcast", bce, dy, x, t, None,
+           np.ones((3, 1), F32))
+    big = np.ones((1,) * 9, F32)
+    raises(ValueError, "self rank must be at most 8, got 9", bce, dy, big, big)
+    e = raises(ValueError, r"reduction must be 0 \(none\), 1 \(mean\) or 2 \(sum\), got 3", bce, dy, x, t, None, None,
+               3)
+    assert e.code == ACLNN_ERR_PARAM_INVALID
+    raises(ValueError, "got -1", bce, dy, x, t, None, None, -1)
+    e = raises(ValueError, "reduction must be 'none', 'mean' or 'sum'.*got 'avg'", bce, dy, x, t, None, None, "avg")
+    assert e.code == ACLNN_ERR_PARAM_INVALID
+    raises(TypeError, "reduction must be a str or an int, got float", bce, dy, x, t, None, None, 1.0)
+    raises(TypeError, "reduction must be a str or an int, got bool", bce, dy, x, t, None, None, True)
+    raises(TypeError, "reduction must be a str or an int, got bool", bce, dy, x, t, None, None, np.bool_(True))
+    raises(ValueError, "got 100000000000000000000", bce, dy, x, t, None, None, 10**20)
+    check(bce(dy, x, t, w, None, np.int64(2)), dy, x, t, w, None, "sum")   # NumPy integers are ints
+    raises(TypeError, "input must be a numpy.ndarray, got list", bce, dy, [[1.0]], t)
+    raises(TypeError, "weight must be a numpy.ndarray, got float", bce, dy, x, t, 1.0)
+    raises(TypeError, "grad_output must be a numpy.ndarray, got float", bce, 1.0, x, t)
+    # overlaps: a partial overlap with an input, and an output whose elements overlap each other
+    buf = np.zeros(30, F32)
+    xx = buf[:24].reshape(4, 6)
+    xx[...] = x
+    raises(ValueError, "out overlaps self without being the same view", bce, dy, xx, t, out=buf[6:].reshape(4, 6))
+    zero_stride = np.lib.stride_tricks.as_strided(np.zeros(6, F32), (4, 6), (0, 4), writeable=True)
+    raises(ValueError, "out has overlapping elements", bce, dy, x, t, out=zero_stride)
+    ro = np.empty((4, 6), F32)
+    ro.setflags(write=False)
+    raises(ValueError, "out is not writeable", bce, dy, x, t, out=ro)
+    # out aliasing a broadcast input is a partial overlap too
+    o = np.zeros((4, 6), F32)
+    raises(ValueError, "out overlaps weightOptional", bce, dy, x, t, o[1], out=o)
+    e = raises(ValueError, "out overlaps gradOutput", bce, xx[0, 0:1], x, t, out=xx)
+    assert e.code == ACLNN_ERR_PARAM_INVALID
+
+
+# ---- C ABI --------------------------------------------------------------------------------------
+
+def c_args(t, dy, x, tg_, w, pw, out, reduction):
+    return [t.new(dy), t.new(x), t.new(tg_), t.new(w), t.new(pw), ctypes.c_int64(reduction), t.new(out)]
+
+
+def test_c_abi_success_and_workspace():
+    dy, x, t, w, pw = make((5, 33), dtypes=(F16, BF16, F32, F16, F32), w_shape=(5, 1), pw_shape=(33,))
+    out = np.full((5, 33), np.nan, F32)
+    with AclTensors() as T:
+        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 1))
+        assert status == ACLNN_SUCCESS and ws == 0 and ex
+        assert launch(OP, ex, 0) == ACLNN_SUCCESS
+        check(out, dy, x, t, w, pw, "mean")
+        # a second launch of the same executor is refused
+        assert launch(OP, ex, 0) == ACLNN_ERR_PARAM_INVALID
+        assert "not live" in last_error()
+        # null optional tensors and reduction none
+        out2 = np.empty((5, 33), F32)
+        dy2 = np.ones((5, 33), F16)
+        status, msg = run_op(OP, c_args(T, dy2, x, t, None, None, out2, 0))
+        assert status == ACLNN_SUCCESS, msg
+        check(out2, dy2, x, t, None, None, "none")
+
+
+def test_c_abi_reads_data_at_launch():
+    # Phase 1 only sees shapes; the data (including one-element operands) is read in phase 2.
+    dy, x, t, w, pw = make((3, 40), w_shape=(1,), pw_shape=())
+    out = np.empty((3, 40), F32)
+    with AclTensors() as T:
+        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 2))
+        assert status == ACLNN_SUCCESS
+        dy[...] = 3.0
+        w[...] = 0.25
+        pw[...] = 5.0
+        x[...] = x[::-1]
+        assert launch(OP, ex, ws) == ACLNN_SUCCESS
+    check(out, dy, x, t, w, pw, "sum")
+
+
+def test_c_abi_empty():
+    dy, x, t, w, pw = make((2, 0), w_shape=(0,), pw_shape=(1,))
+    out = np.empty((2, 0), F32)
+    with AclTensors() as T:
+        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 1))
+        assert (status, ws) == (ACLNN_SUCCESS, 0)
+        assert launch(OP, ex, 0, workspace=None) == ACLNN_SUCCESS
+
+
+@pytest.mark.parametrize("null_index,name", [(0, "gradOutput"), (1, "self"), (2, "target"), (6, "out")])
+def test_c_abi_null_tensors(null_index, name):
+    dy, x, t, w, pw = make((2, 3))
+    out = np.empty((2, 3), F32)
+    with AclTensors() as T:
+        args = c_args(T, dy, x, t, w, pw, out, 1)
+        args[null_index] = None
+        status, msg = run_op(OP, args)
+    assert status == ACLNN_ERR_PARAM_NULLPTR
+    assert msg == f"{OP}: {name} is null"
+
+
+def test_c_abi_null_out_pointers():
+    dy, x, t, w, pw = make((2, 3))
+    out = np.empty((2, 3), F32)
+    fn = getattr(lib, OP + "GetWorkspaceSize")
+    fn.restype = ctypes.c_int32
+    with AclTensors() as T:
+        args = [ctypes.c_void_p(a) if isinstance(a, int) else (a if a is not None else ctypes.c_void_p(None))
+                for a in c_args(T, dy, x, t, w, pw, out, 1)]
+        ex = ctypes.c_void_p(None)
+        ws = ctypes.c_uint64(0)
+        assert fn(*args, None, ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
+        assert "workspaceSize out-pointer is null" in last_error()
+        assert fn(*args, ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
+        assert "executor out-pointer is null" in last_error()
+
+
+def test_c_abi_errors():
+    dy, x, t, w, pw = make((4, 6), w_shape=(6,), pw_shape=(4, 1))
+    out = np.empty((4, 6), F32)
+    cases = [
+        (dict(out=np.empty((4, 6), F16)), "out dtype float16 != target dtype float32"),
+        (dict(x=x.astype(np.float64)), "self dtype must be one of {float32, float16, bfloat16}, got float64"),
+        (dict(w=w.astype(np.int32)), "weightOptional dtype must be one of"),
+        (dict(t=t[:3]), "target shape [3,6] != self shape [4,6]"),
+        (dict(out=np.empty((4, 5), F32)), "out shape [4,5] != self shape [4,6]"),
+        (dict(dy=np.ones((5,), F32)), "gradOutput shape [5] does not broadcast to self shape [4,6]"),
+        (dict(pw=np.ones((2, 6), F32)), "posWeightOptional shape [2,6] does not broadcast to self shape [4,6]"),
+        (dict(reduction=3), "reduction must be 0 (none), 1 (mean) or 2 (sum), got 3"),
+        (dict(reduction=-7), "got -7"),
+        (dict(x=np.ones((1,) * 9, F32), t=np.ones((1,) * 9, F32), out=np.ones((1,) * 9, F32)),
+         "self rank must be at most 8, got 9"),
+    ]
+    for change, expected in cases:
+        a = dict(dy=dy, x=x, t=t, w=w, pw=pw, out=out, reduction=1)
+        a.update(change)
+        with AclTensors() as T:
+            status, msg = run_op(OP, c_args(T, a["dy"], a["x"], a["t"], a["w"], a["pw"], a["out"], a["reduction"]))
+        assert status == ACLNN_ERR_PARAM_INVALID, (change, msg)
+        assert msg.startswith(OP + ": ") and expected in msg, (expected, msg)
+    # validation order: dtype before shape before reduction
+    with AclTensors() as T:
+        status, msg = run_op(OP, c_args(T, dy, x.astype(np.float64), t[:3], w, pw, out, 9))
+        assert "self dtype" in msg
+        status, msg = run_op(OP, c_args(T, dy, x, t[:3], w, pw, out, 9))
+        assert "target shape" in msg
+    # private formats are refused
+    with AclTensors() as T:
+        args = [T.new(dy), T.new(x, fmt=3), T.new(t), None, None, ctypes.c_int64(1), T.new(out)]
+        status, msg = run_op(OP, args)
+    assert status == ACLNN_ERR_PARAM_INVALID and "private packed format" in msg
+    # a view reaching outside its storage is refused
+    with AclTensors() as T:
+        args = [T.new(dy), T.new(x, storage=[10]), T.new(t), None, None, ctypes.c_int64(1), T.new(out)]
+        status, msg = run_op(OP, args)
+    assert status == ACLNN_ERR_PARAM_INVALID and "outside its storage" in msg
+
+
+def test_c_abi_workspace_and_executor_misuse():
+    dy, x, t, w, pw = make((2, 3))
+    out = np.empty((2, 3), F32)
+    with AclTensors() as T:
+        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 1))
+        assert status == ACLNN_SUCCESS and ws == 0
+        # an executor of this op refused by another op, then run by its own
+        assert launch("aclnnSiluBackward", ex, 0) == ACLNN_ERR_PARAM_INVALID
+        assert "was created by " + OP in last_error()
+        assert launch(OP, ex, 0) == ACLNN_SUCCESS
+        assert launch(OP, ex, 0) == ACLNN_ERR_PARAM_INVALID
+        assert launch(OP, None, 0) == ACLNN_ERR_PARAM_NULLPTR
+
+
+# ---- tiling -------------------------------------------------------------------------------------
+
+def tiling(numel, bytes_per_elem=12, out_contiguous=True, reduction=1, threads=2, **kw):
+    return _core._binary_cross_entropy_with_logits_backward_tiling(numel, bytes_per_elem, out_contiguous, reduction,
+                                                                   threads, **kw)
+
+
+def test_tiling_invariants():
+    numels = [0, 1, 63, 64, 65, 16383, 16384, 100_000, 1 << 20, 33_554_432, 33_554_433, (1 << 31) + 17]
+    for threads, numel in itertools.product([1, 2, 3, 4, 7, 8, 16, 64, 255, 256], numels):
+        t = tiling(numel, threads=threads)
+        assert t["numel"] == numel
+        if numel == 0:
+            assert t["num_tiles"] == 0
+            continue
+        assert 1 <= t["num_tiles"] <= threads
+        assert t["tile_elems"] % 64 == 0
+        assert (t["num_tiles"] - 1) * t["tile_elems"] < numel <= t["num_tiles"] * t["tile_elems"]
+        if numel < 2 * 16384:
+            assert t["num_tiles"] == 1   # too small to be worth a second thread
+
+
+def test_tiling_scale_and_streaming():
+    for numel in [0, 1, 3, 4096 * 1024, 32768 * 1024, 10**9 + 7]:
+        expected = np.float32(1.0 / max(1, numel))
+        assert np.float32(tiling(numel, reduction=1)["scale"]) == expected
+        assert tiling(numel, reduction=0)["scale"] == 1.0
+        assert tiling(numel, reduction=2)["scale"] == 1.0
+    l3 = 32 << 20   # streaming from l3 / 2 on
+    assert not tiling(1 << 20, 12, True, l3_bytes=l3)["streaming_stores"]          # 12 MB: fits
+    assert not tiling(1 << 20, 16, True, l3_bytes=l3)["streaming_stores"]          # 16 MB: fits
+    assert tiling((1 << 20) + 64, 16, True, l3_bytes=l3)["streaming_stores"]       # just over 16 MB
+    assert tiling(8 << 20, 12, True, l3_bytes=l3)["streaming_stores"]              # 96 MB: streams
+    assert not tiling(8 << 20, 12, False, l3_bytes=l3)["streaming_stores"]         # strided output
+    assert not tiling(0, 12, True, l3_bytes=0)["streaming_stores"]
+    for isa in ("scalar", "avx2", "avx512"):
+        assert tiling(1000, isa=isa)["isa"] == isa
+
+
+# ---- torch cross-check --------------------------------------------------------------------------
+
+TORCH_CASES = [
+    # (shape, reduction, weight shape, pos_weight shape)
+    ((6, 37), "mean", None, None),
+    ((6, 37), "sum", (37,), None),
+    ((6, 37), "none", None, (37,)),
+    ((6, 37), "mean", (6, 1), (37,)),
+    ((2, 3, 17), "sum", (3, 1), (2, 3, 17)),
+    ((), "mean", (), ()),
+]
+
+
+@pytest.mark.parametrize("case", TORCH_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_torch_cross_check(case, dtype):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    shape, red, w_shape, pw_shape = case
+    dy, x, t, w, pw = make(shape, (dtype,) * 5, shape if red == "none" else (), w_shape, pw_shape, seed=17)
+    x[...] = np.clip(x.astype(np.float32), -30, 30).astype(dtype)   # keep torch's s - t form comparable
+
+    def tt(a):
+        return None if a is None else torch.from_numpy(np.asarray(a, np.float32)).to(
+            {F32: torch.float32, BF16: torch.bfloat16, F16: torch.float16}[dtype])
+
+    X = tt(x).requires_grad_(True)
+    loss = F.binary_cross_entropy_with_logits(X, tt(t), tt(w), reduction=red, pos_weight=tt(pw))
+    (g,) = torch.autograd.grad(loss, X, tt(dy))
+    expected = g.float().numpy().astype(np.float64)
+    got = bce(dy, x, t, w, pw, red).astype(np.float64)
+    # torch rounds every intermediate to the tensor dtype; allow a few of its roundings
+    tol = {F32: 1e-5, BF16: 3e-2, F16: 4e-3}[dtype] * (np.abs(expected).max() + 1e-30)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=tol)
+
+
+def test_torch_extremes():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x = np.array([-1e4, -100, -20, 0, 20, 100, 1e4, np.inf, -np.inf] * 2, np.float32)
+    t = np.array([0.0] * 9 + [1.0] * 9, np.float32)
+    pw = np.array(2.5, np.float32)
+    X = torch.from_numpy(x).requires_grad_(True)
+    loss = F.binary_cross_entropy_with_logits(X, torch.from_numpy(t), pos_weight=torch.from_numpy(pw),
+                                              reduction="sum")
+    (g,) = torch.autograd.grad(loss, X)
+    got = bce(np.array(1.0, np.float32), x, t, None, pw, "sum")
+    np.testing.assert_allclose(got, g.numpy(), rtol=1e-6, atol=1e-7)
