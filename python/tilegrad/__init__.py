@@ -17,6 +17,7 @@ from ._runtime import (
     set_num_threads,
 )
 from ._paths import get_cmake_dir, get_include, get_library
+from ._embedding_dense_backward import embedding_dense_backward
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -26,6 +27,7 @@ __all__ = [
     "active_isa",
     "build_info",
     "detected_isa",
+    "embedding_dense_backward",
     "get_cmake_dir",
     "get_include",
     "get_library",
