@@ -265,6 +265,27 @@ def test_strided_inputs_and_outputs(isa):
                 check(out, grad, idx, v, 4, True)
 
 
+@pytest.mark.parametrize("odt,v,offset", [(np.float32, 140000, 0), (np.float32, 140000, 1), (np.float32, 140000, 3),
+                                          (BF16, 270000, 0), (BF16, 270000, 5)], ids=str)
+def test_large_output_streaming_alignment(odt, v, offset):
+    """Outputs larger than any last-level cache use non-temporal stores on whole lines only; rows at
+    every alignment must still get exactly the in-order fp32 sum."""
+    rng = np.random.default_rng(12)
+    d, n = 136, 3000
+    idx = np.concatenate([rng.integers(0, v, size=n - 40), np.arange(40) % 3])
+    grad = rand_grad(rng, (n, d), np.float32)
+    buf = np.empty(v * d + offset, odt)
+    out = buf[offset:].reshape(v, d)
+    tg.embedding_dense_backward(grad, idx, v, out=out)
+    hit = np.unique(idx)
+    acc = np.zeros((hit.size, d), np.float32)
+    np.add.at(acc, np.searchsorted(hit, idx), grad)
+    np.testing.assert_array_equal(bits(out[hit]), bits(acc.astype(odt)))
+    mask = np.ones(v, bool)
+    mask[hit] = False
+    assert not np.any(out[mask].view(np.uint16 if out.itemsize == 2 else np.uint32))
+
+
 # ---------------------------------------------------------------------------------------------
 # Empty tensors
 # ---------------------------------------------------------------------------------------------
