@@ -244,6 +244,7 @@ def test_strided_inputs_and_outputs(isa):
     cases = {
         "grad inner stride 2": (base_grad[:, :, ::2], base_idx),
         "grad negative": (base_grad[::-1, :, d:], base_idx),
+        "grad last dim reversed": (base_grad[:, :, ::-1][:, :, 3:d + 3], base_idx),
         "grad leading not collapsible": (base_grad[:, ::2, :d], base_idx[:, ::2]),
         "grad transposed": (np.transpose(base_grad[:, :, :d], (1, 0, 2)), base_idx.T),
         "indices strided": (base_grad[::3, :, :d], base_idx[::3, ::-1].copy()[:, ::-1]),

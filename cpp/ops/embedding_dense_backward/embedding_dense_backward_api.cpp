@@ -1,9 +1,6 @@
 // aclnnEmbeddingDenseBackward: validation (SEMANTICS section 4), launch (counting sort of the
 // indices, then every output row written once by the thread owning it), native C++ API and C ABI.
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -128,9 +125,6 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     int64_t* scratch = reinterpret_cast<int64_t*>(ws + t.scratch_offset);
     const int S = t.sort_tiles, P = t.prefix_tiles, A = t.accum_tiles;
 
-    static const bool timing = std::getenv("TG_EMB_TIMING") != nullptr;
-    auto now = [] { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
-    double T0 = now();
     // 1. Convert and check the indices, one histogram per sort tile. The lowest bad position wins.
     core::parallel_for(S, S, [&](int64_t c) {
       int64_t* h = hist + c * V;
@@ -141,7 +135,6 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     for (int c = 0; c < S; ++c)
       if (scratch[c] >= 0) report_bad_index(scratch[c]);
 
-    double T1 = now();
     // 2. Row starts (exclusive prefix of the counts) and each sort tile's scatter cursor per row.
     auto rows_of = [&](int64_t p) { return std::make_pair(p * t.prefix_chunk, std::min(V, (p + 1) * t.prefix_chunk)); };
     core::parallel_for(P, P, [&](int64_t p) {
@@ -171,14 +164,12 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     });
     starts[V] = L;
 
-    double T2 = now();
     // 3. Stable scatter of the gradient row offsets.
     core::parallel_for(S, S, [&](int64_t c) {
       const int64_t b = c * t.sort_chunk, e = std::min(L, b + t.sort_chunk);
       scatter_rows(keys, b, e, grad_rows_, hist + c * V, src);
     });
 
-    double T3 = now();
     // 4. Output rows split into A ranges of equal cost (depends on the data, never the result).
     int64_t* bounds = scratch + std::max(S, P);
     const double total = cost(starts, V);
@@ -201,8 +192,6 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     args.src = src;
     args.src_count = L;
     core::parallel_for(A, A, [&](int64_t a) { kernel_(args, bounds[a], bounds[a + 1]); });
-    double T4 = now();
-    if (timing) std::fprintf(stderr, "convert %.0f prefix %.0f scatter %.0f accum %.0f us (S=%d P=%d A=%d)\n", T1 - T0, T2 - T1, T3 - T2, T4 - T3, S, P, A);
   }
 
  private:
