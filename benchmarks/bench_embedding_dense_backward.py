@@ -79,12 +79,12 @@ def main():
         rows.append(case(torch, "V=4000 D=512 L=2048 bf16 reused", 4000, 512, 2048, BF16, reps=3, accuracy=True))
         rows.append(case(torch, "V=4000 D=64 L=8192 fp32 reused", 4000, 64, 8192, np.float32, reps=3))
     else:
-        rows.append(case(torch, "V=32000 D=4096 L=8192 fp32 reused", 32000, 4096, 8192, np.float32))
-        rows.append(case(torch, "V=32000 D=4096 L=8192 bf16 reused", 32000, 4096, 8192, BF16, accuracy=True))
-        rows.append(case(torch, "V=32000 D=64 L=65536 fp32 reused", 32000, 64, 65536, np.float32))
-        rows.append(case(torch, "V=32000 D=64 L=65536 bf16 reused", 32000, 64, 65536, BF16, accuracy=True))
+        rows.append(case(torch, "V=32000 D=4096 L=8192 fp32 reused", 32000, 4096, 8192, np.float32, reps=10))
+        rows.append(case(torch, "V=32000 D=4096 L=8192 bf16 reused", 32000, 4096, 8192, BF16, reps=10, accuracy=True))
+        rows.append(case(torch, "V=32000 D=64 L=65536 fp32 reused", 32000, 64, 65536, np.float32, reps=30))
+        rows.append(case(torch, "V=32000 D=64 L=65536 bf16 reused", 32000, 64, 65536, BF16, reps=30, accuracy=True))
         rows.append(case(torch, "V=32000 D=64 L=65536 fp32 zipf scale reused", 32000, 64, 65536, np.float32,
-                         pattern="zipf", scale=True))
+                         pattern="zipf", scale=True, reps=30))
         rows.append(case(torch, "V=32000 D=4096 L=8192 bf16 zipf reused", 32000, 4096, 8192, BF16, pattern="zipf",
                          accuracy=True))
         rows.append(case(torch, "V=32000 D=4096 L=8192 fp32 fresh", 32000, 4096, 8192, np.float32, fresh=True,
