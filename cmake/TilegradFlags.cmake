@@ -5,7 +5,9 @@
 set(TILEGRAD_ISA_FLAGS_scalar "")
 set(TILEGRAD_ISA_FLAGS_avx2 -mavx2 -mfma -mf16c -mbmi2)
 # GCC 12 warns about its own _mm512_undefined_ps() inside intrinsics: a known false positive.
-set(TILEGRAD_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c -mbmi2
+# -mavx512bf16 only makes the vcvtneps2bf16 intrinsic available; simd_avx512.h uses it behind a
+# run-time CPU check, and GCC never emits it on its own.
+set(TILEGRAD_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx2 -mfma -mf16c -mbmi2
     -Wno-uninitialized -Wno-maybe-uninitialized)
 
 function(tilegrad_apply_common_flags target)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <mutex>
 
 namespace tilegrad::core {
 
@@ -15,12 +16,13 @@ void parallel_for_tiles(int64_t num_tiles, int num_threads, TileFn fn, void* ctx
     return;
   }
   std::exception_ptr error;
+  std::mutex error_mutex;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t t = 0; t < num_tiles; ++t) {
     try {
       fn(ctx, t);
     } catch (...) {
-#pragma omp critical(tilegrad_parallel_error)
+      std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
     }
   }

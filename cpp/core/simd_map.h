@@ -66,7 +66,10 @@ void map_span(char* const* ptrs, int64_t n, bool stream, F&& f) {
   constexpr int64_t es = kSize<DOut>;
   const auto seq = std::index_sequence_for<decltype(DIn)...>{};
   char* out = ptrs[0];
-  const char* const* in = ptrs + 1;
+  // Local copies: stores through `out` (char*) could otherwise alias the caller's pointer array and
+  // force a reload of every input pointer on each iteration.
+  const char* in[sizeof...(DIn)];
+  for (size_t k = 0; k < sizeof...(DIn); ++k) in[k] = ptrs[k + 1];
   int64_t i = 0;
   if (stream && L > 1) {
     const int64_t misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(out) & 63);

@@ -9,8 +9,11 @@ namespace {
 
 // exp(x): x = n*ln2 + r, |r| <= ln2/2; exp(r) by a degree-7 minimax-style polynomial (the
 // classic Cephes expf coefficients); 2^n applied exactly. exp(-inf) = 0, exp(+inf) = inf, NaN kept.
-inline VF exp(VF x) {
-  x = max_nan_x(set1(-105.0f), min_nan_x(set1(89.0f), x));  // beyond these the result is 0 / inf anyway
+// kNonPositive: the caller guarantees x <= 0 (or NaN), so the overflow clamp is skipped.
+template <bool kNonPositive = false>
+inline VF exp_impl(VF x) {
+  if (!kNonPositive) x = min_nan_x(set1(89.0f), x);  // beyond these the result is inf / 0 anyway
+  x = max_nan_x(set1(-105.0f), x);
   const VF n = round_nearest(x * set1(1.44269504088896341f));
   VF r = fma(n, set1(-0.693359375f), x);
   r = fma(n, set1(2.12194440e-4f), r);
@@ -24,6 +27,8 @@ inline VF exp(VF x) {
   return scale2(p, n);
 }
 
+inline VF exp(VF x) { return exp_impl<false>(x); }
+
 // The logistic sigmoid with its complement: z = exp(-|x|) never overflows, r = 1/(1+z), and
 // s = sigmoid(x) = (x >= 0 ? r : z*r), c = 1 - s = (x >= 0 ? z*r : r) without cancellation, so both
 // are accurate for every finite x.
@@ -33,7 +38,7 @@ struct SigmoidParts {
 };
 
 inline SigmoidParts sigmoid_parts(VF x) {
-  const VF z = exp(neg(abs(x)));
+  const VF z = exp_impl<true>(neg(abs(x)));
   const VF r = recip(set1(1.0f) + z);
   const VF zr = z * r;
   const auto positive = ge(x, set1(0.0f));

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "core/bandwidth_probe.h"
 #include "core/platform.h"
 #include "core/vmath_eval.h"
 #include "py_tensor.h"
@@ -70,6 +71,16 @@ PYBIND11_MODULE(_core, m) {
         return out;
       },
       py::arg("name"), py::arg("isa"), py::arg("x"));
+
+  m.def(
+      "_bandwidth_probe",
+      [](py::array_t<float, py::array::c_style> out, py::array_t<float, py::array::c_style> a,
+         py::array_t<float, py::array::c_style> b, bool streaming_stores) {
+        if (a.size() != out.size() || b.size() != out.size()) throw py::value_error("arrays must have equal sizes");
+        py::gil_scoped_release release;
+        tilegrad::core::bandwidth_probe(out.mutable_data(), a.data(), b.data(), out.size(), streaming_stores);
+      },
+      py::arg("out"), py::arg("a"), py::arg("b"), py::arg("streaming_stores") = true);
 
 #define TILEGRAD_BIND(op) bind_##op(m);
 #include "ops_registry.inc"
