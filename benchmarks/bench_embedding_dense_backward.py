@@ -4,7 +4,10 @@
 
 "reused" writes into a preallocated output (torch: the .out overload); "fresh" allocates the
 output every call (page faults included). bf16 rows also report the accuracy of both against a
-float64 sum: tilegrad sums in fp32 and rounds once, torch accumulates in bf16.
+float64 sum (max |err| / max |exact|): tilegrad sums in fp32 and rounds once, torch accumulates in
+bf16. "GB/s" counts the bytes the operation must move at least (output written once, gradient
+rows and indices read once); the ceiling line is this machine's read+write bandwidth
+(out = a + b, float32, all threads, non-temporal stores: tilegrad._core._bandwidth_probe).
 """
 
 import argparse
@@ -15,9 +18,10 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table, rel_error  # noqa: E402
+from _harness import compare, print_table, rel_error, time_min  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
+from tilegrad import _core  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -58,7 +62,18 @@ def case(torch, label, v, d, n, dtype, pattern="uniform", scale=False, fresh=Fal
         theirs = torch.ops.aten.embedding_dense_backward(tgrad, tidx, v, -1, False).float().numpy()
         extra = {"rel err tilegrad": f"{rel_error(ours, exact):.2e}", "rel err torch": f"{rel_error(theirs, exact):.2e}"}
         del exact
-    return compare(label, fns, baseline="torch", reps=reps, extra=extra)
+    row = compare(label, fns, baseline="torch", reps=reps, extra=extra)
+    moved = v * d * out.itemsize + n * d * grad.itemsize + n * 8
+    row["extra"] = {"tilegrad GB/s": f"{moved / row['times']['tilegrad'] / 1e9:.1f}", **row["extra"]}
+    return row
+
+
+def bandwidth_ceiling(n, reps):
+    a = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    b = np.ones(n, np.float32)
+    out = np.empty(n, np.float32)
+    t = time_min(lambda: _core._bandwidth_probe(out, a, b, True), reps=reps)
+    return 12 * n / t / 1e9
 
 
 def main():
@@ -91,6 +106,8 @@ def main():
                          reps=5))
     print()
     print_table(rows, title="embedding_dense_backward (min of repetitions)")
+    n = 1 << (20 if args.quick else 26)
+    print(f"ceiling: out=a+b fp32, {12 * n >> 20} MiB moved, NT stores: {bandwidth_ceiling(n, 5):.1f} GB/s")
 
 
 if __name__ == "__main__":
