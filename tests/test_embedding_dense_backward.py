@@ -218,6 +218,29 @@ def test_isa_levels_bit_identical():
         np.testing.assert_array_equal(bits(r), bits(results[0]))
 
 
+@pytest.mark.parametrize("d", [130, 1000])
+@pytest.mark.parametrize("out_kind", ["contiguous", "offset", "inner stride 2"])
+def test_dominant_row_column_stripes(threads, d, out_kind):
+    """One row with most of the indices: the threads split its columns; same bits as one thread."""
+    rng = np.random.default_rng(13)
+    v, n = 400, 3000
+    idx = np.where(rng.random(n) < 0.8, 7, rng.integers(0, v, size=n))
+    grad = rand_grad(rng, (n, d), np.float32)
+    res = []
+    for t in (1, 2, 3):
+        threads(t)
+        if out_kind == "contiguous":
+            out = np.empty((v, d), BF16)
+        elif out_kind == "offset":
+            out = np.empty(v * d + 3, BF16)[3:].reshape(v, d)
+        else:
+            out = np.empty((v, 2 * d), BF16)[:, ::2]
+        res.append(tg.embedding_dense_backward(grad, idx, v, 3, True, out=out))
+    for r in res[1:]:
+        np.testing.assert_array_equal(bits(r), bits(res[0]))
+    check(res[0], grad, idx, v, 3, True)
+
+
 @pytest.mark.parametrize("gdt", [np.float32, BF16], ids=str)
 def test_thread_count_bit_identical(threads, gdt):
     rng = np.random.default_rng(8)
@@ -486,9 +509,10 @@ def test_tiling_invariants(threads_):
             p, pc = t["prefix_tiles"], t["prefix_chunk"]
             assert 1 <= p <= threads_ and p * pc >= v and (p - 1) * pc < v
             assert 1 <= t["accum_tiles"] <= min(threads_, v)
+            assert t["column_quantum"] * oes % 64 == 0
             regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8), (t["starts_offset"], (v + 1) * 8),
                               (t["hist_offset"], s * v * 8),
-                              (t["scratch_offset"], (max(s, p) + t["accum_tiles"] + 1) * 8)])
+                              (t["scratch_offset"], (max(s, p) + p + t["accum_tiles"] + 1) * 8)])
             for (o1, n1), (o2, _) in zip(regions, regions[1:]):
                 assert o1 % 64 == 0 and o1 + n1 <= o2
             assert regions[-1][0] + regions[-1][1] <= t["workspace_bytes"]

@@ -50,6 +50,7 @@ void bind_embedding_dense_backward(py::module_& m) {
         d["out_row_cost"] = t.out_row_cost;
         d["prefetch_row_bytes"] = t.prefetch_row_bytes;
         d["streaming_stores"] = t.streaming_stores;
+        d["column_quantum"] = t.column_quantum;
         d["keys_offset"] = t.keys_offset;
         d["src_offset"] = t.src_offset;
         d["starts_offset"] = t.starts_offset;

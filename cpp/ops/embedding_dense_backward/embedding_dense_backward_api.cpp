@@ -150,17 +150,21 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
       scratch[p] = running;
       running += sum;
     }
+    int64_t* max_count = scratch + std::max(S, P);
     core::parallel_for(P, P, [&](int64_t p) {
       const auto [v0, v1] = rows_of(p);
-      int64_t at = scratch[p];
+      int64_t at = scratch[p], most = 0;
       for (int64_t v = v0; v < v1; ++v) {
         starts[v] = at;
+        const int64_t first = at;
         for (int c = 0; c < S; ++c) {
           const int64_t n = hist[c * V + v];
           hist[c * V + v] = at;
           at += n;
         }
+        if (v != args_.padding) most = std::max(most, at - first);
       }
+      max_count[p] = most;
     });
     starts[V] = L;
 
@@ -170,9 +174,40 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
       scatter_rows(keys, b, e, grad_rows_, hist + c * V, src);
     });
 
-    // 4. Output rows split into A ranges of equal cost (depends on the data, never the result).
-    int64_t* bounds = scratch + std::max(S, P);
+    // 4. Output rows split into A ranges of equal cost (depends on the data, never the result), or,
+    //    when one row outweighs a range, column stripes of all rows.
+    EmbRowsArgs args = args_;
+    args.starts = starts;
+    args.src = src;
+    args.src_count = L;
     const double total = cost(starts, V);
+    const int64_t heaviest = *std::max_element(max_count, max_count + P);
+    const int64_t D = t.dim, q = t.column_quantum;
+    if (A > 1 && D >= 2 * q && static_cast<double>(heaviest) * t.grad_row_cost * A > total) {
+      int64_t* cols = max_count + P;  // C + 1 column bounds
+      const int C = static_cast<int>(std::min<int64_t>(A, D / q));
+      // Stripe bounds on 64-byte-aligned output addresses when every row has the same alignment.
+      const int64_t oes = dtype_size(args.out_dtype), ges = dtype_size(args.grad_dtype);
+      const int64_t lead = args.out_inner == 1 && args.out_row_bytes % 64 == 0
+                               ? static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(args.out) % 64) % 64) / oes
+                               : 0;
+      cols[0] = 0;
+      for (int c = 1; c < C; ++c) {
+        const int64_t nominal = D * c / C;
+        cols[c] = std::max(cols[c - 1], lead + std::max<int64_t>(0, nominal - lead) / q * q);
+      }
+      cols[C] = D;
+      core::parallel_for(C, C, [&](int64_t c) {
+        EmbRowsArgs stripe = args;
+        stripe.grad += cols[c] * args.grad_inner * ges;
+        stripe.out += cols[c] * args.out_inner * oes;
+        stripe.dim = cols[c + 1] - cols[c];
+        stripe.rows_packed = stripe.dim == D && args.rows_packed;
+        kernel_(stripe, 0, V);
+      });
+      return;
+    }
+    int64_t* bounds = max_count + P;
     bounds[0] = 0;
     for (int a = 1; a < A; ++a) {
       const double target = total * a / A;
@@ -187,10 +222,6 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
       bounds[a] = lo;
     }
     bounds[A] = V;
-    EmbRowsArgs args = args_;
-    args.starts = starts;
-    args.src = src;
-    args.src_count = L;
     core::parallel_for(A, A, [&](int64_t a) { kernel_(args, bounds[a], bounds[a + 1]); });
   }
 

@@ -54,6 +54,7 @@ EmbeddingDenseBackwardTiling embedding_dense_backward_tiling(int64_t num_indices
   t.accum_tiles = tiles_for(total_bytes, kMinBytesPerAccumTile, threads);
   t.accum_tiles = static_cast<int>(std::min<int64_t>(t.accum_tiles, V));
   t.prefetch_row_bytes = 1024;
+  t.column_quantum = 64;
 
   int64_t off = 0;
   auto take = [&](int64_t bytes) {
@@ -65,7 +66,7 @@ EmbeddingDenseBackwardTiling embedding_dense_backward_tiling(int64_t num_indices
   t.src_offset = take(L * 8);
   t.starts_offset = take((V + 1) * 8);
   t.hist_offset = take(static_cast<int64_t>(t.sort_tiles) * V * 8);
-  t.scratch_offset = take((std::max(t.sort_tiles, t.prefix_tiles) + t.accum_tiles + 1) * 8);
+  t.scratch_offset = take((std::max(t.sort_tiles, t.prefix_tiles) + t.prefix_tiles + t.accum_tiles + 1) * 8);
   t.workspace_bytes = off;
   return t;
 }

@@ -34,14 +34,19 @@ struct EmbeddingDenseBackwardTiling {
   // (random gathers of short rows are latency-bound; long rows stream through the hardware prefetcher).
   int64_t prefetch_row_bytes = 0;
   bool streaming_stores = false;  // out written with non-temporal stores (out larger than the cache)
+  // One row holding more than a tile's share of the cost (e.g. a padding token repeated without
+  // padding_idx) would serialise the row split: the launch then gives each accum tile a stripe of
+  // columns of every row instead, stripes a multiple of column_quantum elements (whole cache lines).
+  int64_t column_quantum = 0;
 
   // Workspace (64-byte aligned offsets, bytes).
   int64_t keys_offset = 0;    // int64[L]      converted indices
   int64_t src_offset = 0;     // int64[L]      grad row byte offsets, sorted by row, index order within
   int64_t starts_offset = 0;  // int64[V + 1]  first sorted entry of each row
   int64_t hist_offset = 0;    // int64[sort_tiles * V]  per-tile counts, then per-tile scatter cursors
-  int64_t scratch_offset = 0; // int64[max(sort_tiles, prefix_tiles) + accum_tiles + 1]  first bad
-                              // position per sort tile / prefix partial sums, then row bounds per accum tile
+  int64_t scratch_offset = 0; // int64[max(sort_tiles, prefix_tiles) + prefix_tiles + accum_tiles + 1]:
+                              // first bad position per sort tile / prefix partial sums, the largest
+                              // row count per prefix tile, then the row bounds of the accum tiles
   int64_t workspace_bytes = 0;
 
   Isa isa = Isa::kScalar;
