@@ -36,7 +36,7 @@ aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_P
   return code;
 }
 
-bool is_private_format(aclFormat f) {
+bool is_private_format(int32_t f) {
   switch (f) {
     case ACL_FORMAT_NC1HWC0: case ACL_FORMAT_FRACTAL_Z: case ACL_FORMAT_NC1HWC0_C04:
     case ACL_FORMAT_FRACTAL_NZ: case ACL_FORMAT_NDC1HWC0: case ACL_FRACTAL_Z_3D:
@@ -63,14 +63,25 @@ TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
   v.shape = t->view_dims;
   v.strides = t->strides;
   v.data = t->data;
-  if (es > 0 && v.numel() > 0) {
-    int64_t lo = t->offset, hi = t->offset;
+  bool empty = false;
+  for (int64_t d : v.shape) empty |= d == 0;
+  if (es > 0 && !empty) {
+    // Extent of the view and size of the storage, refusing anything that overflows int64 (huge
+    // dims or strides must not wrap around into "inside the storage").
+    bool overflow = false;
+    int64_t lo = t->offset, hi = t->offset, numel = 1;
     for (size_t i = 0; i < v.shape.size(); ++i) {
-      const int64_t span = (v.shape[i] - 1) * v.strides[i];
-      (span < 0 ? lo : hi) += span;
+      int64_t span = 0;
+      overflow |= __builtin_mul_overflow(v.shape[i] - 1, v.strides[i], &span);
+      int64_t& side = span < 0 ? lo : hi;
+      overflow |= __builtin_add_overflow(side, span, &side);
+      overflow |= __builtin_mul_overflow(numel, v.shape[i], &numel);
     }
-    int64_t storage = 1;
-    for (int64_t d : t->storage_dims) storage *= d;
+    int64_t storage = 1, bytes = 0;
+    for (int64_t d : t->storage_dims) overflow |= __builtin_mul_overflow(storage, d, &storage);
+    overflow |= __builtin_mul_overflow(storage, es, &bytes);
+    check(!overflow, op, ": ", arg, " view (shape ", shape_str(v.shape), ", strides ", shape_str(v.strides),
+          ", offset ", t->offset, ") over storage shape ", shape_str(t->storage_dims), " overflows 64-bit indexing");
     check(lo >= 0 && hi < storage, op, ": ", arg, " view (shape ", shape_str(v.shape), ", strides ",
           shape_str(v.strides), ", offset ", t->offset, ") reaches elements [", lo, ", ", hi,
           "] outside its storage of ", storage, " elements (storage shape ", shape_str(t->storage_dims), ")");
@@ -220,8 +231,8 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   for (int64_t d : t->storage_dims)
     if (d < 0) { delete t; return bad("negative storage dimension"); }
   t->offset = offset;
-  t->format = format;
-  t->dtype = dataType;
+  t->format = static_cast<int32_t>(format);
+  t->dtype = static_cast<int32_t>(dataType);
   t->data = tensorData;
   return t;
 }
@@ -265,14 +276,14 @@ aclnnStatus aclGetFormat(const aclTensor* t, aclFormat* format) {
   return guard("aclGetFormat", [&] {
     require_not_null("aclGetFormat", "tensor", t);
     require_not_null("aclGetFormat", "format", format);
-    *format = t->format;
+    *format = static_cast<aclFormat>(t->format);
   });
 }
 aclnnStatus aclGetDataType(const aclTensor* t, aclDataType* dataType) {
   return guard("aclGetDataType", [&] {
     require_not_null("aclGetDataType", "tensor", t);
     require_not_null("aclGetDataType", "dataType", dataType);
-    *dataType = t->dtype;
+    *dataType = static_cast<aclDataType>(t->dtype);
   });
 }
 

@@ -11,8 +11,10 @@ struct aclTensor {
   std::vector<int64_t> view_dims;
   std::vector<int64_t> strides;  // elements
   int64_t offset = 0;            // elements
-  aclFormat format = ACL_FORMAT_ND;
-  aclDataType dtype = ACL_DT_UNDEFINED;
+  // Kept as plain integers: callers may pass any value, and loading an out-of-range value through
+  // a C enum type is undefined behaviour in C++ (UBSan: "not a valid value for type").
+  int32_t format = ACL_FORMAT_ND;
+  int32_t dtype = ACL_DT_UNDEFINED;
   std::vector<int64_t> storage_dims;
   void* data = nullptr;
 };

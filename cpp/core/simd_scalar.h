@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -46,15 +47,25 @@ inline VI sra(VI a, int n) { return {a.v >> n}; }
 inline VI sll(VI a, int n) { return {static_cast<int32_t>(static_cast<uint32_t>(a.v) << n)}; }
 inline VF to_float(VI a) { return {static_cast<float>(a.v)}; }
 
-inline VF load(const float* p) { return {*p}; }
-inline void store(float* p, VF a) { *p = a.v; }
-inline void stream(float* p, VF a) { *p = a.v; }
+// Loads and stores go through memcpy: data need not be aligned to its element size (NumPy views
+// into byte buffers, aclTensors at odd addresses); dereferencing a misaligned float* is UB.
+template <class T>
+inline T load_raw(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store_raw(void* p, T v) { std::memcpy(p, &v, sizeof v); }
+inline VF load(const float* p) { return {load_raw<float>(p)}; }
+inline void store(float* p, VF a) { store_raw(p, a.v); }
+inline void stream(float* p, VF a) { store_raw(p, a.v); }
 inline void stream_fence() {}
-inline VF load_bf16(const uint16_t* p) { return {core::bf16_to_f32(*p)}; }
-inline void store_bf16(uint16_t* p, VF a) { *p = core::f32_to_bf16(a.v); }
+inline VF load_bf16(const uint16_t* p) { return {core::bf16_to_f32(load_raw<uint16_t>(p))}; }
+inline void store_bf16(uint16_t* p, VF a) { store_raw(p, core::f32_to_bf16(a.v)); }
 inline void stream_bf16(uint16_t* p, VF a) { store_bf16(p, a); }
-inline VF load_f16(const uint16_t* p) { return {core::f16_to_f32(*p)}; }
-inline void store_f16(uint16_t* p, VF a) { *p = core::f32_to_f16(a.v); }
+inline VF load_f16(const uint16_t* p) { return {core::f16_to_f32(load_raw<uint16_t>(p))}; }
+inline void store_f16(uint16_t* p, VF a) { store_raw(p, core::f32_to_f16(a.v)); }
 inline void stream_f16(uint16_t* p, VF a) { store_f16(p, a); }
 inline float reduce_add(VF a) { return a.v; }
 inline float reduce_max(VF a) { return a.v; }

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <numeric>
 
@@ -105,6 +106,21 @@ void require_well_formed(const char* op, const char* arg, const TensorView& t) {
   check(t.strides.size() == t.shape.size(), op, ": ", arg, " has ", t.shape.size(), " dims but ", t.strides.size(),
         " strides");
   for (int64_t d : t.shape) check(d >= 0, op, ": ", arg, " has a negative dimension in shape ", shape_str(t.shape));
+  // Element count and byte extent must fit int64 (numel(), byte_extent() and the kernels rely on it).
+  bool empty = false, overflow = false;
+  for (int64_t d : t.shape) empty |= d == 0;
+  if (!empty) {
+    int64_t n = 1, extent = 0;
+    for (int i = 0; i < t.rank(); ++i) {
+      int64_t span = 0;
+      overflow |= __builtin_mul_overflow(n, t.shape[i], &n);
+      overflow |= t.strides[i] == INT64_MIN || __builtin_mul_overflow(t.shape[i] - 1, std::llabs(t.strides[i]), &span);
+      overflow |= __builtin_add_overflow(extent, span, &extent);
+    }
+    overflow |= __builtin_mul_overflow(extent + 1, std::max<int64_t>(dtype_size(t.dtype), 1), &extent);
+  }
+  check(!overflow, op, ": ", arg, " shape ", shape_str(t.shape), " with strides ", shape_str(t.strides),
+        " overflows 64-bit indexing");
   if (t.numel() > 0 && t.data == nullptr)
     fail(Status::kParamNullptr, op, ": ", arg, " data pointer is null but the tensor has ", t.numel(), " elements");
 }
@@ -123,7 +139,8 @@ ByteExtent byte_extent(const TensorView& t) {
 
 void require_no_self_overlap(const char* op, const char* arg, const TensorView& t) {
   // Sufficient condition for distinct addresses: sorted by |stride|, each stride is at least the
-  // extent spanned by all smaller dims.
+  // extent spanned by all smaller dims. An empty view has no elements to collide.
+  if (t.numel() == 0) return;
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
   for (int i = 0; i < t.rank(); ++i)
     if (t.shape[i] > 1) dims.emplace_back(std::llabs(t.strides[i]), t.shape[i]);

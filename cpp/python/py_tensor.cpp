@@ -42,6 +42,10 @@ TensorView view_of(const py::handle& obj, const char* arg, bool output) {
   if (v.dtype == DType::kUndefined)
     throw Error(Status::kParamInvalid, std::string(arg) + " dtype " + py::str(a.dtype()).cast<std::string>() +
                                            " is not supported");
+  // Byte-swapped data (e.g. dtype '>f4' on x86) would be read as garbage: refuse it.
+  if (!a.dtype().attr("isnative").cast<bool>())
+    throw Error(Status::kParamInvalid, std::string(arg) + " dtype " + py::str(a.dtype()).cast<std::string>() +
+                                           " is not in native byte order");
   if (output && !a.writeable()) throw Error(Status::kParamInvalid, std::string(arg) + " is not writeable");
   const auto itemsize = a.itemsize();
   v.shape.assign(a.shape(), a.shape() + a.ndim());

@@ -1,0 +1,332 @@
+"""The aclrt* CPU runtime and aclTensor handling behind acl/acl.h, through ctypes: init/finalize,
+device ids, streams, 64-byte aligned tracked memory, aclrtMemcpy range checks, aclCreateTensor
+argument checks, and the SEMANTICS section 0 rules every operator shares (views outside storage,
+private formats, single-use executors, workspace, out-pointers)."""
+
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors, create_tensor,
+                        get_workspace_size, last_error, launch, lib, run_op)
+
+ACL_SUCCESS = 0
+ACL_ERROR_INVALID_PARAM = 100000
+ACL_ERROR_BAD_ALLOC = 200000
+ACL_ERROR_RT_PARAM_INVALID = 107000
+ACL_ERROR_RT_INVALID_DEVICEID = 107001
+H2D, D2H, D2D, H2H, DEFAULT = 1, 2, 3, 0, 4
+
+vp = ctypes.c_void_p
+lib.aclInit.argtypes = [ctypes.c_char_p]
+lib.aclrtSetDevice.argtypes = [ctypes.c_int32]
+lib.aclrtResetDevice.argtypes = [ctypes.c_int32]
+lib.aclrtGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int32)]
+lib.aclrtGetDeviceCount.argtypes = [ctypes.POINTER(ctypes.c_uint32)]
+lib.aclrtCreateStream.argtypes = [ctypes.POINTER(vp)]
+lib.aclrtDestroyStream.argtypes = [vp]
+lib.aclrtSynchronizeStream.argtypes = [vp]
+lib.aclrtMalloc.argtypes = [ctypes.POINTER(vp), ctypes.c_size_t, ctypes.c_int]
+lib.aclrtMallocHost.argtypes = [ctypes.POINTER(vp), ctypes.c_size_t]
+lib.aclrtFree.argtypes = [vp]
+lib.aclrtFreeHost.argtypes = [vp]
+lib.aclrtMemcpy.argtypes = [vp, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_int]
+lib.aclrtMemset.argtypes = [vp, ctypes.c_size_t, ctypes.c_int32, ctypes.c_size_t]
+lib.aclrtGetSysParamOpt.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+lib.aclrtSetSysParamOpt.argtypes = [ctypes.c_int, ctypes.c_int64]
+
+
+def malloc(size):
+    p = vp()
+    assert lib.aclrtMalloc(ctypes.byref(p), size, 0) == ACL_SUCCESS, last_error()
+    return p.value
+
+
+# ---- init, devices, streams ------------------------------------------------------------------------
+
+def test_init_finalize():
+    assert lib.aclInit(None) == ACL_SUCCESS
+    assert lib.aclFinalize() == ACL_SUCCESS
+    assert lib.aclInit(b"/nonexistent/acl.json") == ACL_SUCCESS  # no config is needed on the CPU
+    assert lib.aclFinalize() == ACL_SUCCESS
+
+
+def test_devices():
+    assert lib.aclrtSetDevice(0) == ACL_SUCCESS
+    assert lib.aclrtSetDevice(1) == ACL_ERROR_RT_INVALID_DEVICEID
+    assert last_error() == "aclrtSetDevice: deviceId must be 0 (the CPU), got 1"
+    assert lib.aclrtResetDevice(2) == ACL_ERROR_RT_INVALID_DEVICEID
+    assert last_error() == "aclrtResetDevice: deviceId must be 0 (the CPU), got 2"
+    dev, count = ctypes.c_int32(-1), ctypes.c_uint32(0)
+    assert lib.aclrtGetDevice(ctypes.byref(dev)) == ACL_SUCCESS and dev.value == 0
+    assert lib.aclrtGetDeviceCount(ctypes.byref(count)) == ACL_SUCCESS and count.value == 1
+    assert lib.aclrtGetDeviceCount(None) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtResetDevice(0) == ACL_SUCCESS
+
+
+def test_streams():
+    streams = []
+    for _ in range(4):
+        s = vp()
+        assert lib.aclrtCreateStream(ctypes.byref(s)) == ACL_SUCCESS and s.value
+        streams.append(s.value)
+    assert len(set(streams)) == 4
+    assert lib.aclrtCreateStream(None) == ACL_ERROR_INVALID_PARAM
+    for s in streams:
+        assert lib.aclrtSynchronizeStream(vp(s)) == ACL_SUCCESS
+        assert lib.aclrtDestroyStream(vp(s)) == ACL_SUCCESS
+    assert lib.aclrtDestroyStream(vp(streams[0])) == ACL_ERROR_RT_PARAM_INVALID
+    assert last_error() == "aclrtDestroyStream: not a live stream"
+    assert lib.aclrtSynchronizeDevice() == ACL_SUCCESS
+
+
+def test_launch_on_a_stream_is_synchronous():
+    dy, x, out = np.ones(1000, np.float32), np.linspace(-5, 5, 1000, dtype=np.float32), np.zeros(1000, np.float32)
+    s = vp()
+    assert lib.aclrtCreateStream(ctypes.byref(s)) == ACL_SUCCESS
+    fn = lib.aclnnSiluBackward
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [vp, ctypes.c_uint64, vp, vp]
+    with AclTensors() as t:
+        status, ws, ex = get_workspace_size("aclnnSiluBackward", [t.new(dy), t.new(x), t.new(out)])
+        assert status == ACLNN_SUCCESS
+        assert fn(None, ws, ex, s) == ACLNN_SUCCESS
+        assert (out != 0).sum() > 990  # written by the time the launch returned
+    assert lib.aclrtSynchronizeStream(s) == ACL_SUCCESS
+    assert lib.aclrtDestroyStream(s) == ACL_SUCCESS
+
+
+def test_sys_param_deterministic():
+    v = ctypes.c_int64(-1)
+    assert lib.aclrtGetSysParamOpt(0, ctypes.byref(v)) == ACL_SUCCESS and v.value == 1
+    assert lib.aclrtSetSysParamOpt(0, 0) == ACL_SUCCESS
+    assert lib.aclrtGetSysParamOpt(5, ctypes.byref(v)) == ACL_ERROR_INVALID_PARAM
+    assert last_error() == "aclrtGetSysParamOpt: unknown option 5"
+
+
+# ---- memory ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [1, 2, 63, 64, 65, 1000, 4096, 1 << 20, (1 << 20) + 3])
+def test_malloc_is_64_byte_aligned_and_usable(size):
+    p = malloc(size)
+    assert p % 64 == 0
+    buf = (ctypes.c_uint8 * size).from_address(p)
+    ctypes.memset(p, 0x5A, size)
+    assert buf[0] == 0x5A and buf[size - 1] == 0x5A
+    assert lib.aclrtFree(vp(p)) == ACL_SUCCESS
+
+
+def test_malloc_errors_and_double_free():
+    p = vp()
+    assert lib.aclrtMalloc(ctypes.byref(p), 0, 0) == ACL_ERROR_INVALID_PARAM
+    assert last_error() == "aclrtMalloc: size must be > 0"
+    assert lib.aclrtMalloc(None, 8, 0) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtMalloc(ctypes.byref(p), 1 << 60, 0) == ACL_ERROR_BAD_ALLOC
+    assert "too large" in last_error()
+    q = malloc(32)
+    assert lib.aclrtFree(vp(q)) == ACL_SUCCESS
+    assert lib.aclrtFree(vp(q)) == ACL_ERROR_INVALID_PARAM
+    assert last_error() == "aclrtFree: pointer was not returned by aclrtMalloc (or was already freed)"
+    host = np.zeros(16, np.uint8)
+    assert lib.aclrtFree(vp(host.ctypes.data)) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtFree(None) == ACL_ERROR_INVALID_PARAM
+    h = vp()
+    assert lib.aclrtMallocHost(ctypes.byref(h), 100) == ACL_SUCCESS and h.value % 64 == 0
+    assert lib.aclrtFreeHost(h) == ACL_SUCCESS
+
+
+@pytest.mark.parametrize("kind", [H2H, H2D, D2H, D2D, DEFAULT])
+def test_memcpy_every_kind(kind):
+    src = np.arange(100, dtype=np.float32)
+    dev_a, dev_b = malloc(400), malloc(400)
+    back = np.zeros(100, np.float32)
+    try:
+        assert lib.aclrtMemcpy(vp(dev_a), 400, vp(src.ctypes.data), 400, kind) == ACL_SUCCESS
+        assert lib.aclrtMemcpy(vp(dev_b), 400, vp(dev_a), 400, kind) == ACL_SUCCESS
+        assert lib.aclrtMemcpy(vp(back.ctypes.data), 400, vp(dev_b), 400, kind) == ACL_SUCCESS
+        np.testing.assert_array_equal(back, src)
+        assert lib.aclrtMemcpy(vp(dev_a + 396), 4, vp(src.ctypes.data), 4, kind) == ACL_SUCCESS  # last element
+    finally:
+        lib.aclrtFree(vp(dev_a))
+        lib.aclrtFree(vp(dev_b))
+
+
+def test_memcpy_refuses_overruns():
+    dev = malloc(64)
+    host = np.zeros(64, np.uint8)
+    big = np.zeros(256, np.uint8)
+    h = host.ctypes.data
+    try:
+        assert lib.aclrtMemcpy(vp(h), 8, vp(big.ctypes.data), 12, H2H) == ACL_ERROR_INVALID_PARAM
+        assert last_error() == "aclrtMemcpy: count 12 > destMax 8"
+        # destination range past the allocation (even with a destMax that claims it fits)
+        assert lib.aclrtMemcpy(vp(dev + 60), 8, vp(h), 8, H2D) == ACL_ERROR_INVALID_PARAM
+        assert last_error() == ("aclrtMemcpy: dst range of 8 bytes at offset 60 runs past its aclrtMalloc "
+                                "allocation of 64 bytes")
+        assert lib.aclrtMemcpy(vp(dev), 256, vp(big.ctypes.data), 65, H2D) == ACL_ERROR_INVALID_PARAM
+        assert "dst range of 65 bytes at offset 0 runs past" in last_error()
+        # source range past the allocation
+        assert lib.aclrtMemcpy(vp(big.ctypes.data), 256, vp(dev + 32), 33, D2H) == ACL_ERROR_INVALID_PARAM
+        assert last_error() == ("aclrtMemcpy: src range of 33 bytes at offset 32 runs past its aclrtMalloc "
+                                "allocation of 64 bytes")
+        assert lib.aclrtMemcpy(None, 8, vp(h), 8, H2H) == ACL_ERROR_INVALID_PARAM
+        assert lib.aclrtMemcpy(vp(h), 8, vp(h), 8, 7) == ACL_ERROR_INVALID_PARAM
+        assert last_error() == "aclrtMemcpy: unknown kind 7"
+        assert lib.aclrtMemset(vp(dev), 100, 0, 65) == ACL_ERROR_INVALID_PARAM
+        assert "aclrtMemset: devPtr range of 65 bytes at offset 0 runs past" in last_error()
+        assert lib.aclrtMemset(vp(dev), 4, 0, 5) == ACL_ERROR_INVALID_PARAM
+        assert last_error() == "aclrtMemset: count 5 > maxCount 4"
+        assert lib.aclrtMemset(vp(dev), 64, 7, 64) == ACL_SUCCESS
+        assert lib.aclrtMemcpy(vp(h), 64, vp(dev), 64, D2H) == ACL_SUCCESS
+        assert (host == 7).all()
+        assert (big == 0).all()  # nothing was written by the refused copies
+    finally:
+        lib.aclrtFree(vp(dev))
+
+
+# ---- aclCreateTensor ---------------------------------------------------------------------------------
+
+def _create(shape, strides, offset=0, storage=None, data=None, dims_num=None, strides_null=False, storage_null=False):
+    arr = lambda v: (ctypes.c_int64 * max(len(v), 1))(*v)  # noqa: E731
+    storage = storage if storage is not None else [int(np.prod(shape or [1]))]
+    buf = np.zeros(64, np.float32) if data is None else data
+    return lib.aclCreateTensor(None if shape is None else arr(shape), len(shape or []) if dims_num is None else dims_num,
+                               0, None if strides_null else arr(strides), offset, 2,
+                               None if storage_null else arr(storage), len(storage), vp(buf.ctypes.data))
+
+
+def test_create_tensor_bad_arguments():
+    assert _create(None, [1], dims_num=2) is None
+    assert last_error() == "aclCreateTensor: viewDims is null but viewDimsNum is 2"
+    assert _create([2, 3], [3, 1], strides_null=True) is None
+    assert last_error() == "aclCreateTensor: stride is null but viewDimsNum is 2"
+    assert _create([2, 3], [3, 1], storage_null=True) is None
+    assert last_error() == "aclCreateTensor: storageDims is null but storageDimsNum is 1"
+    assert _create([2, -3], [3, 1], storage=[6]) is None
+    assert last_error() == "aclCreateTensor: negative view dimension in [2,-3]"
+    assert _create([2, 3], [3, 1], storage=[-6]) is None
+    assert last_error() == "aclCreateTensor: negative storage dimension"
+    assert _create([2, 3], [3, 1], offset=-1) is None
+    assert last_error() == "aclCreateTensor: offset must be >= 0, got -1"
+    assert _create([2, 3], [3, 1], dims_num=100) is None
+    assert last_error() == "aclCreateTensor: viewDimsNum 100 is not a plausible rank"
+
+
+def test_create_tensor_getters():
+    t = _create([2, 3], [1, 2], offset=5, storage=[11])
+    assert t
+    try:
+        dims, n = ctypes.POINTER(ctypes.c_int64)(), ctypes.c_uint64()
+        for getter, expect in ((lib.aclGetViewShape, [2, 3]), (lib.aclGetViewStrides, [1, 2]),
+                               (lib.aclGetStorageShape, [11])):
+            getter.argtypes = [vp, ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.POINTER(ctypes.c_uint64)]
+            assert getter(vp(t), ctypes.byref(dims), ctypes.byref(n)) == ACLNN_SUCCESS
+            assert [dims[i] for i in range(n.value)] == expect
+            ctypes.CDLL(None).free(dims)
+        off, fmt, dt = ctypes.c_int64(), ctypes.c_int(), ctypes.c_int()
+        assert lib.aclGetViewOffset(vp(t), ctypes.byref(off)) == ACLNN_SUCCESS and off.value == 5
+        assert lib.aclGetFormat(vp(t), ctypes.byref(fmt)) == ACLNN_SUCCESS and fmt.value == 2
+        assert lib.aclGetDataType(vp(t), ctypes.byref(dt)) == ACLNN_SUCCESS and dt.value == 0
+        assert lib.aclGetDataType(vp(t), None) == ACLNN_ERR_PARAM_NULLPTR
+        assert last_error() == "aclGetDataType: dataType is null"
+        assert lib.aclGetViewOffset(None, ctypes.byref(off)) == ACLNN_ERR_PARAM_NULLPTR
+    finally:
+        lib.aclDestroyTensor(vp(t))
+
+
+# ---- SEMANTICS section 0 rules through an operator --------------------------------------------------
+
+OP = "aclnnSiluBackward"
+
+
+def test_view_outside_storage_is_161002():
+    a = np.zeros(8, np.float32)
+    with AclTensors() as t:
+        status, msg = run_op(OP, [t.new(a), t.new(a.copy(), storage=[5]), t.new(a.copy())])
+    assert status == ACLNN_ERR_PARAM_INVALID
+    assert msg == ("aclnnSiluBackward: self view (shape [8], strides [1], offset 0) reaches elements [0, 7] "
+                   "outside its storage of 5 elements (storage shape [5])")
+
+
+def test_huge_strides_and_dims_are_rejected_not_overflowed():
+    """Views whose extent does not fit int64 must be refused, not wrap around into 'inside storage'."""
+    a = np.zeros(8, np.float32)
+    big = 1 << 62
+    with AclTensors() as t:
+        for kw in (dict(shape=[3], strides=[big], storage=[8]), dict(shape=[2, 2], strides=[big, big], storage=[8]),
+                   dict(shape=[big, 4], strides=[4, 1], storage=[8]), dict(shape=[8], strides=[1], storage=[big, 8])):
+            status, msg = run_op(OP, [t.new(a), t.new(a.copy(), **kw), t.new(a.copy())])
+            assert status == ACLNN_ERR_PARAM_INVALID, (kw, status, msg)
+            assert "overflows 64-bit indexing" in msg or "outside its storage" in msg, msg
+
+
+@pytest.mark.parametrize("fmt", [3, 4, 12, 29, 32, 33])
+def test_private_formats_are_161002(fmt):
+    a = np.zeros(8, np.float32)
+    with AclTensors() as t:
+        status, msg = run_op(OP, [t.new(a, fmt=fmt), t.new(a.copy()), t.new(a.copy())])
+    assert status == ACLNN_ERR_PARAM_INVALID
+    assert msg.startswith(f"aclnnSiluBackward: gradOutput format {fmt} is a private packed format")
+
+
+def test_executor_reuse_is_161002():
+    a = np.ones(8, np.float32)
+    with AclTensors() as t:
+        status, ws, ex = get_workspace_size(OP, [t.new(a), t.new(a.copy()), t.new(a.copy())])
+        assert status == ACLNN_SUCCESS
+        assert launch(OP, ex, ws) == ACLNN_SUCCESS
+        assert launch(OP, ex, ws) == ACLNN_ERR_PARAM_INVALID
+    assert "is not live (already launched, destroyed, or never created)" in last_error()
+
+
+def test_null_workspace_with_size_is_161002():
+    a = np.ones(8, np.float32)
+    fn = lib.aclnnSiluBackward
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [vp, ctypes.c_uint64, vp, vp]
+    with AclTensors() as t:
+        status, ws, ex = get_workspace_size(OP, [t.new(a), t.new(a.copy()), t.new(a.copy())])
+        assert fn(None, 64, ex, None) == ACLNN_ERR_PARAM_INVALID
+        assert last_error() == "aclnnSiluBackward: workspace is null but workspaceSize is 64"
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+def test_null_out_pointers_are_161001():
+    a = np.ones(8, np.float32)
+    fn = lib.aclnnSiluBackwardGetWorkspaceSize
+    fn.restype = ctypes.c_int32
+    with AclTensors() as t:
+        args = [vp(t.new(a)), vp(t.new(a.copy())), vp(t.new(a.copy()))]
+        ws, ex = ctypes.c_uint64(), vp()
+        assert fn(*args, None, ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
+        assert "workspaceSize out-pointer is null" in last_error()
+        assert fn(*args, ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
+        assert "executor out-pointer is null" in last_error()
+
+
+def test_error_messages_are_thread_local():
+    assert lib.aclrtSetDevice(3) == ACL_ERROR_RT_INVALID_DEVICEID
+    seen = {}
+
+    def other():
+        seen["before"] = last_error()
+        lib.aclrtSetDevice(4)
+        seen["after"] = last_error()
+
+    th = threading.Thread(target=other)
+    th.start()
+    th.join()
+    assert seen["before"] == "" and seen["after"].endswith("got 4")
+    assert last_error().endswith("got 3")
+
+
+def test_create_tensor_helper_roundtrip():
+    """Sanity of the ctypes helper used by every C ABI test: a negative-stride view is described
+    with the offset of its first element inside the covered storage."""
+    a = np.arange(10, dtype=np.float32)[::-3]
+    t = create_tensor(a)
+    off = ctypes.c_int64()
+    assert lib.aclGetViewOffset(vp(t), ctypes.byref(off)) == ACLNN_SUCCESS and off.value == 9
+    lib.aclDestroyTensor(vp(t))
