@@ -18,6 +18,7 @@ from ._runtime import (
 )
 from ._paths import get_cmake_dir, get_include, get_library
 from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
+from ._embedding_dense_backward import embedding_dense_backward
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -28,6 +29,7 @@ __all__ = [
     "binary_cross_entropy_with_logits_backward",
     "build_info",
     "detected_isa",
+    "embedding_dense_backward",
     "get_cmake_dir",
     "get_include",
     "get_library",

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
+#include "tilegrad/embedding_dense_backward.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
 #include "tilegrad/status.hpp"

@@ -1,0 +1,74 @@
+#include "ops/embedding_dense_backward/embedding_dense_backward_tiling.h"
+
+#include <algorithm>
+
+namespace tilegrad::ops {
+namespace {
+
+// Below these amounts of work per thread, waking another thread costs more than it saves.
+constexpr int64_t kMinIndicesPerSortTile = 8192;
+constexpr int64_t kMinRowsPerPrefixTile = 16384;
+constexpr int64_t kMinBytesPerAccumTile = 256 << 10;
+
+int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+int tiles_for(int64_t work, int64_t min_per_tile, int threads) {
+  return static_cast<int>(std::clamp<int64_t>(work / min_per_tile, 1, std::max(threads, 1)));
+}
+
+}  // namespace
+
+EmbeddingDenseBackwardTiling embedding_dense_backward_tiling(int64_t num_indices, int64_t num_weights, int64_t dim,
+                                                             int64_t grad_elem, int64_t out_elem,
+                                                             bool out_rows_packed, const core::Platform& platform) {
+  EmbeddingDenseBackwardTiling t;
+  t.num_indices = std::max<int64_t>(num_indices, 0);
+  t.num_weights = std::max<int64_t>(num_weights, 0);
+  t.dim = std::max<int64_t>(dim, 0);
+  t.isa = platform.isa;
+  t.grad_row_cost = t.dim * grad_elem;
+  t.out_row_cost = t.dim * out_elem;
+  const int threads = std::max(platform.threads, 1);
+  const int64_t out_bytes = t.num_weights * t.out_row_cost;
+  // Non-temporal stores pay once the output cannot stay in the last-level cache anyway (measured:
+  // 2x faster for a 524 MB output, 1.5x slower for an 8 MB one).
+  t.streaming_stores = out_rows_packed && out_bytes > platform.l3_bytes;
+  t.empty = t.num_indices == 0 || out_bytes == 0;
+  if (t.empty) {
+    // Only a zero fill (and, with indices but no output elements, a serial index check).
+    t.accum_tiles = out_bytes > 0 ? tiles_for(out_bytes, kMinBytesPerAccumTile, threads) : 0;
+    return t;
+  }
+
+  const int64_t L = t.num_indices, V = t.num_weights;
+  // Each sort tile keeps a V-row histogram: more tiles only pay while L dominates V.
+  t.sort_tiles = tiles_for(L, kMinIndicesPerSortTile, threads);
+  t.sort_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(t.sort_tiles, 1 + L / std::max<int64_t>(V, 1))));
+  t.sort_chunk = (L + t.sort_tiles - 1) / t.sort_tiles;
+  t.sort_tiles = static_cast<int>((L + t.sort_chunk - 1) / t.sort_chunk);
+  t.prefix_tiles = tiles_for(V, kMinRowsPerPrefixTile, threads);
+  t.prefix_chunk = (V + t.prefix_tiles - 1) / t.prefix_tiles;
+  t.prefix_tiles = static_cast<int>((V + t.prefix_chunk - 1) / t.prefix_chunk);
+
+  const int64_t total_bytes = L * t.grad_row_cost + out_bytes;
+  t.accum_tiles = tiles_for(total_bytes, kMinBytesPerAccumTile, threads);
+  t.accum_tiles = static_cast<int>(std::min<int64_t>(t.accum_tiles, V));
+  t.prefetch_row_bytes = 1024;
+  t.column_quantum = 64;
+
+  int64_t off = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t at = off;
+    off += align64(bytes);
+    return at;
+  };
+  t.keys_offset = take(L * 8);
+  t.src_offset = take(L * 8);
+  t.starts_offset = take((V + 1) * 8);
+  t.hist_offset = take(static_cast<int64_t>(t.sort_tiles) * V * 8);
+  t.scratch_offset = take((std::max(t.sort_tiles, t.prefix_tiles) + t.prefix_tiles + t.accum_tiles + 1) * 8);
+  t.workspace_bytes = off;
+  return t;
+}
+
+}  // namespace tilegrad::ops

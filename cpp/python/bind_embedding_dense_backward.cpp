@@ -1,0 +1,66 @@
+// Python binding of aclnnEmbeddingDenseBackward:
+// tilegrad._core.embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, out=None).
+#include <pybind11/pybind11.h>
+
+#include "ops/embedding_dense_backward/embedding_dense_backward_tiling.h"
+#include "py_tensor.h"
+#include "tilegrad/embedding_dense_backward.hpp"
+
+namespace py = pybind11;
+using namespace tilegrad;
+
+void bind_embedding_dense_backward(py::module_& m) {
+  m.def(
+      "embedding_dense_backward",
+      [](const py::object& grad, const py::object& indices, int64_t num_weights, int64_t padding_idx,
+         bool scale_grad_by_freq, const py::object& out) {
+        const TensorView g = py_support::view_of(grad, "grad_output");
+        const TensorView idx = py_support::view_of(indices, "indices");
+        py::object result =
+            out.is_none() ? py::object(py_support::allocate(embedding_dense_backward_output_spec(g, idx, num_weights)))
+                          : out;
+        const TensorView o = py_support::view_of(result, "out", true);
+        {
+          py::gil_scoped_release release;
+          embedding_dense_backward(g, idx, num_weights, padding_idx, scale_grad_by_freq, o);
+        }
+        return result;
+      },
+      py::arg("grad_output"), py::arg("indices"), py::arg("num_weights"), py::arg("padding_idx") = -1,
+      py::arg("scale_grad_by_freq") = false, py::arg("out") = py::none());
+
+  m.def(
+      "_embedding_dense_backward_tiling",
+      [](int64_t num_indices, int64_t num_weights, int64_t dim, int64_t grad_elem, int64_t out_elem,
+         bool out_rows_packed, int threads, int64_t l1, int64_t l2, int64_t l3, const std::string& isa) {
+        const auto t = ops::embedding_dense_backward_tiling(num_indices, num_weights, dim, grad_elem, out_elem,
+                                                            out_rows_packed,
+                                                            py_support::platform_from(threads, l1, l2, l3, isa));
+        py::dict d;
+        d["num_indices"] = t.num_indices;
+        d["num_weights"] = t.num_weights;
+        d["dim"] = t.dim;
+        d["empty"] = t.empty;
+        d["sort_tiles"] = t.sort_tiles;
+        d["sort_chunk"] = t.sort_chunk;
+        d["prefix_tiles"] = t.prefix_tiles;
+        d["prefix_chunk"] = t.prefix_chunk;
+        d["accum_tiles"] = t.accum_tiles;
+        d["grad_row_cost"] = t.grad_row_cost;
+        d["out_row_cost"] = t.out_row_cost;
+        d["prefetch_row_bytes"] = t.prefetch_row_bytes;
+        d["streaming_stores"] = t.streaming_stores;
+        d["column_quantum"] = t.column_quantum;
+        d["keys_offset"] = t.keys_offset;
+        d["src_offset"] = t.src_offset;
+        d["starts_offset"] = t.starts_offset;
+        d["hist_offset"] = t.hist_offset;
+        d["scratch_offset"] = t.scratch_offset;
+        d["workspace_bytes"] = t.workspace_bytes;
+        d["isa"] = isa_name(t.isa);
+        return d;
+      },
+      py::arg("num_indices"), py::arg("num_weights"), py::arg("dim"), py::arg("grad_elem"), py::arg("out_elem"),
+      py::arg("out_rows_packed"), py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,
+      py::arg("l3_bytes") = 32 << 20, py::arg("isa") = "avx512");
+}

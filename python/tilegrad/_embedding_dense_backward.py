@@ -1,0 +1,56 @@
+"""Embedding dense backward (``aclnnEmbeddingDenseBackward``)."""
+
+from typing import Optional
+
+import numpy as np
+
+from . import _core
+
+_INT64_MAX = 2**63 - 1
+
+
+def embedding_dense_backward(grad_output: np.ndarray, indices: np.ndarray, num_weights: int,
+                             padding_idx: Optional[int] = -1, scale_grad_by_freq: bool = False, *,
+                             out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Gradient of an embedding lookup with respect to its ``(num_weights, D)`` weight.
+
+    ``out[r, :] = sum(grad_flat[i, :] for i with indices_flat[i] == r)`` for every row
+    ``r != padding_idx``, divided by ``count(r)`` (the occurrences of ``r`` in ``indices``) when
+    ``scale_grad_by_freq``. ``grad_flat`` is ``grad_output`` reshaped to ``(indices.size, D)``.
+    Rows never hit, and the padding row, are zero.
+
+    Same as ``torch.ops.aten.embedding_dense_backward(grad_output, indices, num_weights,
+    padding_idx, scale_grad_by_freq)`` and CANN ``aclnnEmbeddingDenseBackward``, except that
+    float16/bfloat16 rows are summed in float32 and rounded once (PyTorch rounds after every
+    addition), and an index out of range raises instead of being skipped or written out of bounds.
+
+    Args:
+        grad_output: gradient of the lookup's result, shape ``(*indices.shape, D)`` or any shape
+            of rank 2..8 whose leading dims multiply to ``indices.size``; float32, float16 or
+            bfloat16; any strides.
+        indices: the looked-up rows, rank 1..8; int64, int32, int16, int8, uint8, bool, float32,
+            float16 or float64 (floats are truncated toward zero). Every index must be in
+            ``[0, num_weights)``.
+        num_weights: rows of the embedding weight (``>= 0``).
+        padding_idx: the row that gets no gradient; ``None`` or any value outside
+            ``[0, num_weights)`` (e.g. -1) means none.
+        scale_grad_by_freq: divide each row's sum by how often its index occurs.
+        out: optional result array of shape ``(num_weights, D)``, float32, float16 or bfloat16
+            (its dtype may differ from ``grad_output``'s), any strides. Every element is written.
+
+    Returns:
+        ``out``, or a new C-contiguous array of ``grad_output``'s dtype.
+
+    Raises:
+        IndexError: an index is negative or ``>= num_weights`` (the lowest such position is named).
+        ValueError: bad dtype, rank or shape.
+
+    Deterministic: each row is summed in index order in float32, whatever the thread count.
+    The GIL is released while the kernel runs.
+    """
+    if padding_idx is None or not (0 <= padding_idx < num_weights):
+        padding_idx = -1
+    if num_weights > _INT64_MAX:
+        raise ValueError(f"aclnnEmbeddingDenseBackward: numWeights must be at most {_INT64_MAX}, got {num_weights}")
+    return _core.embedding_dense_backward(grad_output, indices, int(num_weights), int(padding_idx),
+                                          bool(scale_grad_by_freq), out)

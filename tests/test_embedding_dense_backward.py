@@ -1,0 +1,548 @@
+"""aclnnEmbeddingDenseBackward: accuracy against an independent float64 NumPy reference written from
+SEMANTICS section 4, determinism, strides, errors (Python and C ABI), tiling invariants, and a torch
+cross-check."""
+
+import ctypes
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilegrad as tg
+from tilegrad import _core
+from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
+                        get_workspace_size, last_error, launch, lib, run_op)
+
+OP = "aclnnEmbeddingDenseBackward"
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FLOATS = [np.dtype(np.float32), np.dtype(np.float16), BF16]
+INDEX_DTYPES = [np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_, np.float32, np.float16, np.float64]
+# Unit roundoff of each output dtype.
+UNIT = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float16): 2.0**-11, BF16: 2.0**-8}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference (float64, from SEMANTICS section 4)
+# ---------------------------------------------------------------------------------------------
+
+def as_rows(indices):
+    """Row numbers of the indices: floats truncate toward zero, bool is 0/1."""
+    a = np.asarray(indices)
+    if a.dtype.kind == "f":
+        return np.trunc(a.astype(np.float64)).astype(np.int64).reshape(-1)
+    return a.astype(np.int64).reshape(-1)
+
+
+def reference(grad, indices, num_weights, padding_idx=-1, scale=False):
+    """float64 result and a per-element bound on |fp32 sum - exact| (before rounding to out)."""
+    rows = as_rows(indices)
+    d = grad.shape[-1]
+    g = np.asarray(grad).astype(np.float64).reshape(rows.size, d)
+    out = np.zeros((num_weights, d))
+    mag = np.zeros((num_weights, d))
+    np.add.at(out, rows, g)
+    np.add.at(mag, rows, np.abs(g))
+    counts = np.bincount(rows, minlength=num_weights).astype(np.float64)
+    hit = counts > 0
+    # Summing n terms in fp32 (starting from 0) errs by at most n * u * sum|g|.
+    bound = mag * counts[:, None] * 2.0**-24 * 1.01
+    if scale:
+        out[hit] /= counts[hit, None]
+        bound[hit] = bound[hit] / counts[hit, None] + np.abs(out[hit]) * 2.0**-24
+    if 0 <= padding_idx < num_weights:
+        out[padding_idx] = 0
+        bound[padding_idx] = 0
+    return out, bound
+
+
+def check(result, grad, indices, num_weights, padding_idx=-1, scale=False):
+    exact, bound = reference(grad, indices, num_weights, padding_idx, scale)
+    got = np.asarray(result).astype(np.float64)
+    tol = bound * (1 + UNIT[result.dtype]) + np.abs(exact) * UNIT[result.dtype] * 1.0001 + 1e-40
+    err = np.abs(got - exact)
+    assert got.shape == exact.shape
+    assert np.all(err <= tol), f"max err {err.max()} (tol there {tol.flat[np.argmax(err - tol)]})"
+
+
+def rand_grad(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+def bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint32 if a.itemsize == 4 else np.uint16)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gdt", FLOATS, ids=str)
+@pytest.mark.parametrize("odt", FLOATS, ids=str)
+@pytest.mark.parametrize("scale", [False, True])
+def test_dtypes_match_reference(isa, gdt, odt, scale):
+    rng = np.random.default_rng(1)
+    v, d = 37, 53
+    idx = rng.integers(0, v, size=(6, 25))
+    grad = rand_grad(rng, (6, 25, d), gdt)
+    out = np.full((v, d), np.nan, odt)
+    res = tg.embedding_dense_backward(grad, idx, v, 5, scale, out=out)
+    assert res is out
+    check(out, grad, idx, v, 5, scale)
+
+
+@pytest.mark.parametrize("d", [1, 3, 15, 16, 17, 64, 100, 129, 300, 1030])
+@pytest.mark.parametrize("gdt", FLOATS, ids=str)
+def test_dims(isa, d, gdt):
+    rng = np.random.default_rng(d)
+    v = 23
+    idx = rng.integers(0, v, size=90)
+    grad = rand_grad(rng, (90, d), gdt)
+    check(tg.embedding_dense_backward(grad, idx, v, scale_grad_by_freq=True), grad, idx, v, -1, True)
+    check(tg.embedding_dense_backward(grad, idx, v), grad, idx, v)
+
+
+@pytest.mark.parametrize("idt", INDEX_DTYPES, ids=lambda t: np.dtype(t).name)
+def test_index_dtypes(idt):
+    rng = np.random.default_rng(2)
+    v, d = 2 if idt is np.bool_ else 40, 19
+    kind = np.dtype(idt).kind
+    if kind == "f":
+        # Fractions truncate toward zero, -0.9 included (row 0).
+        idx = np.concatenate([rng.uniform(-0.99, v - 0.01, size=60), [-0.9, -0.0, 0.5, v - 0.5]]).astype(idt)
+        idx = idx[np.trunc(idx.astype(np.float64)) < v]  # fp16 rounding may reach v
+    elif kind == "b":
+        idx = rng.integers(0, 2, size=64).astype(bool)
+    else:
+        idx = rng.integers(0, v, size=64).astype(idt)
+    grad = rand_grad(rng, (idx.size, d), np.float32)
+    for scale in (False, True):
+        check(tg.embedding_dense_backward(grad, idx, v, 1, scale), grad, idx, v, 1, scale)
+
+
+@pytest.mark.parametrize("grad_rank", range(2, 9))
+def test_grad_ranks(grad_rank):
+    rng = np.random.default_rng(grad_rank)
+    lead = [2, 3, 1, 2, 1, 2, 1][: grad_rank - 1]
+    d, v = 7, 9
+    grad = rand_grad(rng, lead + [d], np.float32)
+    n = int(np.prod(lead))
+    # indices of the same leading shape, flat, and of another shape with the same count
+    for ishape in (lead, [n], [n, 1], [1] * 7 + [n]):
+        idx = rng.integers(0, v, size=ishape)
+        check(tg.embedding_dense_backward(grad, idx, v, 0, True), grad, idx, v, 0, True)
+
+
+@pytest.mark.parametrize("padding", [0, 3, 9, -1, -5, 10, 11, 2**40, -(2**62), None])
+def test_padding(padding):
+    rng = np.random.default_rng(3)
+    v = 10
+    idx = np.array([3, 0, 9, 3, 3, 5, 0, 9])
+    grad = rand_grad(rng, (idx.size, 12), np.float32)
+    out = tg.embedding_dense_backward(grad, idx, v, padding)
+    effective = padding if padding is not None and 0 <= padding < v else -1
+    check(out, grad, idx, v, effective)
+    if effective >= 0:
+        assert np.all(out[effective] == 0)
+    untouched = np.setdiff1d(np.arange(v), idx)
+    assert np.all(out[untouched] == 0)
+
+
+def skewed(rng, n, v):
+    return np.minimum(rng.zipf(1.3, size=n) - 1, v - 1)
+
+
+@pytest.mark.parametrize("pattern", ["same", "distinct", "skewed", "two"])
+@pytest.mark.parametrize("scale", [False, True])
+def test_duplicates(threads, pattern, scale):
+    threads(2)
+    rng = np.random.default_rng(4)
+    v, n, d = 3000, 20000, 24   # n large enough for two sort tiles
+    idx = {"same": np.full(n, 7), "distinct": rng.permutation(v)[: min(n, v)],
+           "skewed": skewed(rng, n, v), "two": np.tile([v - 1, 0], n // 2)}[pattern]
+    for gdt in (np.float32, BF16):
+        grad = rand_grad(rng, (idx.size, d), gdt)
+        out = tg.embedding_dense_backward(grad, idx, v, 0, scale)
+        check(out, grad, idx, v, 0, scale)
+
+
+def test_bf16_accumulates_in_fp32():
+    """4096 repeats of one row: one rounding (fp32 sum) vs rounding after every addition."""
+    rng = np.random.default_rng(5)
+    n, d = 4096, 64
+    grad = rng.uniform(0.5, 1.5, size=(n, d)).astype(BF16)
+    out = tg.embedding_dense_backward(grad, np.zeros(n, np.int64), 1)
+    exact = grad.astype(np.float64).sum(0)
+    rel = np.max(np.abs(out.astype(np.float64)[0] - exact) / np.abs(exact))
+    assert rel <= 2.0**-8  # one bf16 rounding of a sum that fp32 holds to ~1e-4
+    # Accumulating in bf16 loses far more (what rounding after every add gives).
+    acc = np.zeros(d, BF16)
+    for i in range(n):
+        acc = (acc.astype(np.float32) + grad[i].astype(np.float32)).astype(BF16)
+    assert np.max(np.abs(acc.astype(np.float64) - exact) / np.abs(exact)) > 10 * rel
+
+
+def test_in_order_fp32_sum_bit_exact(isa):
+    """Each row is the fp32 sum in index order from +0, divided in fp32, rounded once."""
+    rng = np.random.default_rng(6)
+    v, d, n = 50, 33, 700
+    idx = skewed(rng, n, v)
+    grad = (rng.standard_normal((n, d)) * np.exp(rng.uniform(-8, 8, size=(n, 1)))).astype(np.float32)
+    acc = np.zeros((v, d), np.float32)
+    np.add.at(acc, idx, grad)  # unbuffered, in index order, in float32
+    counts = np.bincount(idx, minlength=v).astype(np.float32)
+    scaled = acc.copy()
+    hit = counts > 0
+    scaled[hit] = acc[hit] / counts[hit, None]
+    for scale, expect in ((False, acc), (True, scaled)):
+        for odt in FLOATS:
+            out = tg.embedding_dense_backward(grad, idx, v, -1, scale, out=np.empty((v, d), odt))
+            np.testing.assert_array_equal(bits(out), bits(expect.astype(odt)))
+
+
+def test_isa_levels_bit_identical():
+    rng = np.random.default_rng(7)
+    v, d, n = 200, 77, 3000
+    idx = skewed(rng, n, v)
+    grad = rand_grad(rng, (n, d), np.float16)
+    prev = tg.max_isa()
+    results = []
+    try:
+        for level in ("scalar", "avx2", "avx512"):
+            tg.set_max_isa(level)
+            results.append(tg.embedding_dense_backward(grad, idx, v, 3, True, out=np.empty((v, d), BF16)))
+    finally:
+        tg.set_max_isa(prev)
+    for r in results[1:]:
+        np.testing.assert_array_equal(bits(r), bits(results[0]))
+
+
+@pytest.mark.parametrize("d", [130, 1000])
+@pytest.mark.parametrize("out_kind", ["contiguous", "offset", "inner stride 2"])
+def test_dominant_row_column_stripes(threads, d, out_kind):
+    """One row with most of the indices: the threads split its columns; same bits as one thread."""
+    rng = np.random.default_rng(13)
+    v, n = 400, 3000
+    idx = np.where(rng.random(n) < 0.8, 7, rng.integers(0, v, size=n))
+    grad = rand_grad(rng, (n, d), np.float32)
+    res = []
+    for t in (1, 2, 3):
+        threads(t)
+        if out_kind == "contiguous":
+            out = np.empty((v, d), BF16)
+        elif out_kind == "offset":
+            out = np.empty(v * d + 3, BF16)[3:].reshape(v, d)
+        else:
+            out = np.empty((v, 2 * d), BF16)[:, ::2]
+        res.append(tg.embedding_dense_backward(grad, idx, v, 3, True, out=out))
+    for r in res[1:]:
+        np.testing.assert_array_equal(bits(r), bits(res[0]))
+    check(res[0], grad, idx, v, 3, True)
+
+
+@pytest.mark.parametrize("gdt", [np.float32, BF16], ids=str)
+def test_thread_count_bit_identical(threads, gdt):
+    rng = np.random.default_rng(8)
+    v, d, n = 5000, 70, 50000
+    idx = skewed(rng, n, v)
+    grad = rand_grad(rng, (n, d), gdt)
+    res = []
+    for t in (1, 2):
+        threads(t)
+        res.append(tg.embedding_dense_backward(grad, idx, v, 2, True))
+    np.testing.assert_array_equal(bits(res[0]), bits(res[1]))
+    check(res[0], grad, idx, v, 2, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Strides
+# ---------------------------------------------------------------------------------------------
+
+def test_strided_inputs_and_outputs(isa):
+    rng = np.random.default_rng(9)
+    v, d = 31, 40
+    base_idx = rng.integers(0, v, size=(12, 10))
+    base_grad = rand_grad(rng, (12, 10, 2 * d), np.float32)
+    cases = {
+        "grad inner stride 2": (base_grad[:, :, ::2], base_idx),
+        "grad negative": (base_grad[::-1, :, d:], base_idx),
+        "grad last dim reversed": (base_grad[:, :, ::-1][:, :, 3:d + 3], base_idx),
+        "grad leading not collapsible": (base_grad[:, ::2, :d], base_idx[:, ::2]),
+        "grad transposed": (np.transpose(base_grad[:, :, :d], (1, 0, 2)), base_idx.T),
+        "indices strided": (base_grad[::3, :, :d], base_idx[::3, ::-1].copy()[:, ::-1]),
+        "indices stride 0": (base_grad[:1, :, :d], np.broadcast_to(base_idx[:1, :1], (1, 10))),
+    }
+    outs = {
+        "contiguous": lambda dt: np.empty((v, d), dt),
+        "row gap": lambda dt: np.empty((2 * v, d), dt)[::2],
+        "inner stride 2": lambda dt: np.empty((v, 2 * d), dt)[:, ::2],
+        "rows reversed": lambda dt: np.empty((v, d), dt)[::-1],
+        "transposed": lambda dt: np.empty((d, v), dt).T,
+    }
+    for name, (grad, idx) in cases.items():
+        for oname, make in outs.items():
+            for odt in (np.dtype(np.float32), BF16):
+                out = make(odt)
+                out[...] = np.array(np.nan).astype(odt)
+                tg.embedding_dense_backward(grad, idx, v, 4, True, out=out)
+                check(out, grad, idx, v, 4, True)
+
+
+@pytest.mark.parametrize("odt,v,offset", [(np.float32, 140000, 0), (np.float32, 140000, 1), (np.float32, 140000, 3),
+                                          (BF16, 270000, 0), (BF16, 270000, 5)], ids=str)
+def test_large_output_streaming_alignment(odt, v, offset):
+    """Outputs larger than any last-level cache use non-temporal stores on whole lines only; rows at
+    every alignment must still get exactly the in-order fp32 sum."""
+    rng = np.random.default_rng(12)
+    d, n = 136, 3000
+    idx = np.concatenate([rng.integers(0, v, size=n - 40), np.arange(40) % 3])
+    grad = rand_grad(rng, (n, d), np.float32)
+    buf = np.empty(v * d + offset, odt)
+    out = buf[offset:].reshape(v, d)
+    tg.embedding_dense_backward(grad, idx, v, out=out)
+    hit = np.unique(idx)
+    acc = np.zeros((hit.size, d), np.float32)
+    np.add.at(acc, np.searchsorted(hit, idx), grad)
+    np.testing.assert_array_equal(bits(out[hit]), bits(acc.astype(odt)))
+    mask = np.ones(v, bool)
+    mask[hit] = False
+    assert not np.any(out[mask].view(np.uint16 if out.itemsize == 2 else np.uint32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Empty tensors
+# ---------------------------------------------------------------------------------------------
+
+def test_empty():
+    # No indices: every row zero (output written).
+    out = np.full((6, 4), 7.0, np.float32)
+    tg.embedding_dense_backward(np.zeros((0, 4), np.float32), np.zeros(0, np.int64), 6, out=out)
+    assert np.all(out == 0)
+    out = np.full((6, 4), 7.0, np.float32)
+    tg.embedding_dense_backward(np.zeros((3, 0, 4), np.float32), np.zeros((3, 0), np.int64), 6, out=out)
+    assert np.all(out == 0)
+    # No columns / no rows: nothing to write; indices still checked.
+    assert tg.embedding_dense_backward(np.zeros((3, 0), np.float32), np.array([0, 1, 2]), 3).shape == (3, 0)
+    assert tg.embedding_dense_backward(np.zeros((0, 5), np.float32), np.zeros(0, np.int32), 0).shape == (0, 5)
+    with pytest.raises(IndexError, match=r"indices\[1\] must be in \[0, numWeights\) = \[0, 3\), got 3"):
+        tg.embedding_dense_backward(np.zeros((2, 0), np.float32), np.array([0, 3]), 3)
+    with pytest.raises(IndexError, match=r"= \[0, 0\), got 0"):
+        tg.embedding_dense_backward(np.zeros((1, 5), np.float32), np.array([0]), 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors through Python
+# ---------------------------------------------------------------------------------------------
+
+def test_index_errors_python(threads):
+    g = np.ones((4, 3), np.float32)
+    with pytest.raises(IndexError) as e:
+        tg.embedding_dense_backward(g, np.array([1, -2, 5, 0]), 5)
+    assert str(e.value) == f"{OP}: indices[1] must be in [0, numWeights) = [0, 5), got -2"
+    assert e.value.code == 161002
+    with pytest.raises(IndexError, match=r"indices\[1,0\] \(flat position 2\) must be in \[0, numWeights\) = "
+                                         r"\[0, 5\), got 5"):
+        tg.embedding_dense_backward(g, np.array([[1, 4], [5, 0]], np.int8), 5)
+    for bad, text in ((np.nan, "nan"), (np.inf, "inf"), (-1.0, "-1"), (5.0, "5"), (-1e30, "-1e+30")):
+        with pytest.raises(IndexError, match=r"indices\[2\] must be .*, got " + re.escape(text) + "$"):
+            tg.embedding_dense_backward(g, np.array([0, 1, bad, 1]), 5)
+    # Lowest bad position wins whatever thread found which.
+    threads(2)
+    n = 60000
+    idx = np.zeros(n, np.int64)
+    idx[[n - 3, 40000, 20001]] = [-1, 99, 7]
+    with pytest.raises(IndexError, match=r"indices\[20001\] must be .*, got 7$"):
+        tg.embedding_dense_backward(np.zeros((n, 2), np.float32), idx, 5)
+
+
+def test_validation_errors_python():
+    g = np.ones((4, 3), np.float32)
+    i = np.arange(4)
+    cases = [
+        (dict(grad=g.astype(np.float64)), r"grad dtype must be one of \{float32, float16, bfloat16\}, got float64"),
+        (dict(grad=g.astype(np.int32)), r"grad dtype must be one of"),
+        (dict(indices=i.astype(np.uint16)), r"indices dtype must be one of \{int64, int32, int16, int8, uint8, bool, "
+                                            r"float32, float16, float64\}, got uint16"),
+        (dict(indices=i.astype(BF16)), r"indices dtype must be one of"),
+        (dict(out=np.zeros((5, 3), np.float64)), r"out dtype must be one of"),
+        (dict(grad=np.ones(4, np.float32), indices=np.arange(4)), r"grad rank must be in \[2, 8\], got 1"),
+        (dict(grad=np.ones([1] * 8 + [4], np.float32), indices=np.arange(1)), r"grad rank must be in \[2, 8\], got 9"),
+        (dict(indices=np.array(2)), r"indices rank must be in \[1, 8\], got 0"),
+        (dict(indices=np.arange(3)), r"grad shape \[4,3\] must have leading dims whose product equals numel\(indices\)"
+                                     r" = 3 \(indices shape \[3\]\), got 4"),
+        (dict(out=np.zeros((5, 3, 1), np.float32)), r"out must have rank 2, got rank 3"),
+        (dict(out=np.zeros((6, 3), np.float32)), r"out shape \[6,3\] != \[numWeights, grad last dim\] = \[5,3\]"),
+        (dict(out=np.zeros((5, 4), np.float32)), r"out shape \[5,4\] != \[numWeights, grad last dim\] = \[5,3\]"),
+        (dict(out=np.broadcast_to(np.zeros(3, np.float32), (5, 3))), r"out is not writeable|overlapping elements"),
+        (dict(num_weights=-1), r"numWeights must be >= 0, got -1"),
+    ]
+    for over, msg in cases:
+        kw = dict(grad=g, indices=i, num_weights=5, out=None)
+        kw.update(over)
+        with pytest.raises(ValueError, match=msg) as e:
+            tg.embedding_dense_backward(kw["grad"], kw["indices"], kw["num_weights"], out=kw["out"])
+        assert e.value.code == 161002
+    # out overlapping grad
+    buf = np.zeros(40, np.float32)
+    with pytest.raises(ValueError, match="out overlaps grad"):
+        tg.embedding_dense_backward(buf[:12].reshape(4, 3), i, 5, out=buf[3:18].reshape(5, 3))
+    with pytest.raises(TypeError):
+        tg.embedding_dense_backward([[1.0]], np.arange(1), 2)
+    with pytest.raises(TypeError):
+        tg.embedding_dense_backward(g, [0, 1, 2, 3], 5)
+
+
+# ---------------------------------------------------------------------------------------------
+# C ABI
+# ---------------------------------------------------------------------------------------------
+
+def c_args(t, grad, idx, out, num_weights, padding=2**64 - 1, scale=False):
+    return [t.new(grad), t.new(idx), ctypes.c_uint64(num_weights), ctypes.c_uint64(padding % 2**64),
+            ctypes.c_bool(scale), t.new(out)]
+
+
+def test_c_abi_matches_python():
+    rng = np.random.default_rng(10)
+    v, d = 17, 20
+    idx = rng.integers(0, v, size=(5, 8)).astype(np.int32)
+    grad = rand_grad(rng, (5, 8, d), BF16)
+    for padding in (3, -1, 2**63, 17):
+        for scale in (False, True):
+            out = np.full((v, d), np.nan, np.float32)
+            with AclTensors() as t:
+                status, ws, ex = get_workspace_size(OP, c_args(t, grad, idx, out, v, padding, scale))
+                assert status == ACLNN_SUCCESS and ws > 0
+                assert launch(OP, ex, ws) == ACLNN_SUCCESS
+            expect = tg.embedding_dense_backward(grad, idx, v, padding if padding < 2**63 else -1, scale,
+                                                 out=np.empty((v, d), np.float32))
+            np.testing.assert_array_equal(out, expect)
+            check(out, grad, idx, v, padding if 0 <= padding < v else -1, scale)
+
+
+def test_c_abi_errors():
+    g = np.ones((4, 3), np.float32)
+    i = np.arange(4)
+    o = np.zeros((5, 3), np.float32)
+    with AclTensors() as t:
+        # Null tensors and out-pointers: 161001.
+        for pos, name in ((0, "grad"), (1, "indices"), (5, "out")):
+            args = c_args(t, g, i, o, 5)
+            args[pos] = None
+            status, msg = run_op(OP, args)
+            assert status == ACLNN_ERR_PARAM_NULLPTR and name in msg
+        fn = lib.aclnnEmbeddingDenseBackwardGetWorkspaceSize
+        fn.restype = ctypes.c_int32
+        ex = ctypes.c_void_p()
+        ws = ctypes.c_uint64()
+        a = c_args(t, g, i, o, 5)
+        assert fn(ctypes.c_void_p(a[0]), ctypes.c_void_p(a[1]), a[2], a[3], a[4], ctypes.c_void_p(a[5]), None,
+                  ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
+        assert fn(ctypes.c_void_p(a[0]), ctypes.c_void_p(a[1]), a[2], a[3], a[4], ctypes.c_void_p(a[5]),
+                  ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
+        # 161002 at phase 1, same messages as Python.
+        bad = [
+            (c_args(t, g.astype(np.float64), i, o, 5), "grad dtype must be one of"),
+            (c_args(t, g, i.astype(np.uint32), o, 5), "indices dtype must be one of"),
+            (c_args(t, g, i, o.astype(np.int64), 5), "out dtype must be one of"),
+            (c_args(t, np.ones([1] * 8 + [4], np.float32), np.arange(1), np.zeros((5, 4), np.float32), 5),
+             "grad rank must be in [2, 8], got 9"),
+            (c_args(t, g, i[:3], o, 5), "leading dims whose product equals numel(indices) = 3"),
+            (c_args(t, g, i, o, 6), "out shape [5,3] != [numWeights, grad last dim] = [6,3]"),
+            (c_args(t, g, i, o, 2**64 - 1), "out shape [5,3] != [numWeights, grad last dim] = [18446744073709551615,3]"),
+            ([t.new(g), t.new(i, fmt=3), ctypes.c_uint64(5), ctypes.c_uint64(0), ctypes.c_bool(False), t.new(o)],
+             "indices"),
+        ]
+        for args, msg in bad:
+            status, text = run_op(OP, args)
+            assert status == ACLNN_ERR_PARAM_INVALID and msg in text and text.startswith(OP), text
+        # An index out of range: 161002 at launch, with position and value.
+        status, msg = run_op(OP, c_args(t, g, np.array([0, 1, 9, 2]), o, 5))
+        assert status == ACLNN_ERR_PARAM_INVALID
+        assert msg == f"{OP}: indices[2] must be in [0, numWeights) = [0, 5), got 9"
+        status, msg = run_op(OP, c_args(t, g, np.array([0, 1, -4, 2]), o, 5, 0))
+        assert status == ACLNN_ERR_PARAM_INVALID and msg.endswith("got -4")
+        # Second launch of one executor; workspace too small; null workspace with a size.
+        status, ws, ex = get_workspace_size(OP, c_args(t, g, i, o, 5))
+        assert status == ACLNN_SUCCESS and ws > 0
+        assert launch(OP, ex, ws) == ACLNN_SUCCESS
+        assert launch(OP, ex, ws) == ACLNN_ERR_PARAM_INVALID and "not live" in last_error()
+        status, ws, ex = get_workspace_size(OP, c_args(t, g, i, o, 5))
+        assert launch(OP, ex, ws - 1) == ACLNN_ERR_PARAM_INVALID and "smaller than" in last_error()
+        assert lib.aclDestroyAclOpExecutor(ctypes.c_void_p(ex)) == 0
+        status, ws, ex = get_workspace_size(OP, c_args(t, g, i, o, 5))
+        fn = getattr(lib, OP)
+        fn.restype = ctypes.c_int32
+        assert fn(None, ctypes.c_uint64(ws), ctypes.c_void_p(ex), None) == ACLNN_ERR_PARAM_INVALID
+        assert lib.aclDestroyAclOpExecutor(ctypes.c_void_p(ex)) == 0
+        # Empty: workspace 0, out zeroed.
+        o2 = np.full((5, 3), 3.0, np.float32)
+        status, ws, ex = get_workspace_size(OP, c_args(t, np.zeros((0, 3), np.float32), np.zeros(0, np.int64), o2, 5))
+        assert status == ACLNN_SUCCESS and ws == 0
+        assert launch(OP, ex, 0) == ACLNN_SUCCESS and np.all(o2 == 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiling (pure function)
+# ---------------------------------------------------------------------------------------------
+
+SHAPES = [(1, 1, 1), (5, 10, 3), (8192, 32000, 4096), (65536, 32000, 64), (100000, 10, 8), (3, 1000000, 16),
+          (0, 10, 4), (10, 0, 4), (10, 5, 0), (70000, 70000, 2)]
+
+
+@pytest.mark.parametrize("threads_", [1, 2, 3, 4, 7, 16, 64, 256])
+def test_tiling_invariants(threads_):
+    for (n, v, d) in SHAPES:
+        for ges, oes, packed in ((4, 4, True), (2, 4, False), (2, 2, True)):
+            t = _core._embedding_dense_backward_tiling(n, v, d, ges, oes, packed, threads_)
+            assert t == _core._embedding_dense_backward_tiling(n, v, d, ges, oes, packed, threads_)  # pure
+            assert t["isa"] == "avx512"
+            assert t["grad_row_cost"] == d * ges and t["out_row_cost"] == d * oes
+            assert not t["streaming_stores"] or packed
+            if n == 0 or v * d == 0:
+                assert t["empty"] and t["workspace_bytes"] == 0
+                assert 0 <= t["accum_tiles"] <= threads_ and (t["accum_tiles"] > 0) == (v * d > 0)
+                continue
+            assert not t["empty"]
+            s, c = t["sort_tiles"], t["sort_chunk"]
+            assert 1 <= s <= threads_ and s * c >= n and (s - 1) * c < n
+            p, pc = t["prefix_tiles"], t["prefix_chunk"]
+            assert 1 <= p <= threads_ and p * pc >= v and (p - 1) * pc < v
+            assert 1 <= t["accum_tiles"] <= min(threads_, v)
+            assert t["column_quantum"] * oes % 64 == 0
+            regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8), (t["starts_offset"], (v + 1) * 8),
+                              (t["hist_offset"], s * v * 8),
+                              (t["scratch_offset"], (max(s, p) + p + t["accum_tiles"] + 1) * 8)])
+            for (o1, n1), (o2, _) in zip(regions, regions[1:]):
+                assert o1 % 64 == 0 and o1 + n1 <= o2
+            assert regions[-1][0] + regions[-1][1] <= t["workspace_bytes"]
+    assert _core._embedding_dense_backward_tiling(10, 5, 3, 4, 4, True, 2, isa="scalar")["isa"] == "scalar"
+
+
+# ---------------------------------------------------------------------------------------------
+# torch cross-check
+# ---------------------------------------------------------------------------------------------
+
+def test_torch_cross_check():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    v, d = 300, 48
+    idx = skewed(rng, 4000, v).reshape(40, 100)
+    grad = rand_grad(rng, (40, 100, d), np.float32)
+    for padding in (-1, 0, 5):
+        for scale in (False, True):
+            ours = tg.embedding_dense_backward(grad, idx, v, padding, scale)
+            theirs = torch.ops.aten.embedding_dense_backward(torch.from_numpy(grad), torch.from_numpy(idx), v,
+                                                             padding, scale).numpy()
+            np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
+    # bf16: ours rounds once; torch accumulates in bf16 and is much further from the exact sum.
+    n = 4096
+    gb = rng.uniform(0.5, 1.5, size=(n, 32)).astype(BF16)
+    ib = np.zeros(n, np.int64)
+    exact = gb.astype(np.float64).sum(0)
+    ours = tg.embedding_dense_backward(gb, ib, 2)[0].astype(np.float64)
+    theirs = torch.ops.aten.embedding_dense_backward(torch.from_numpy(gb.astype(np.float32)).bfloat16(),
+                                                     torch.from_numpy(ib), 2, -1, False)[0].float().numpy()
+    err_ours = np.max(np.abs(ours - exact) / exact)
+    err_torch = np.max(np.abs(theirs - exact) / exact)
+    assert err_ours <= 2.0**-8 and err_torch > 5 * err_ours
