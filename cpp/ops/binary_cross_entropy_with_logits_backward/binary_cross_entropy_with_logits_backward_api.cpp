@@ -70,8 +70,7 @@ void validate(const BceArgs& a, int64_t reduction, bool check_reduction) {
     core::check(reduction >= 0 && reduction <= 2, kOp, ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ",
                 reduction);
 
-  // An empty out has no elements to overlap (NumPy gives empty arrays zero strides).
-  if (a.out && a.out->numel() > 0) {
+  if (a.out) {
     core::require_no_self_overlap(kOp, "out", *a.out);
     for (const Named& n : inputs)
       if (n.t) core::require_no_partial_overlap(kOp, "out", *a.out, n.name, *n.t, true);
