@@ -17,6 +17,12 @@ from ._runtime import (
     set_num_threads,
 )
 from ._paths import get_cmake_dir, get_include, get_library
+from ._fused_linear_cross_entropy import (
+    fused_cross_entropy_loss_with_max_sum,
+    fused_linear_cross_entropy,
+    fused_linear_cross_entropy_loss_grad,
+    fused_linear_online_max_sum,
+)
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -26,6 +32,10 @@ __all__ = [
     "active_isa",
     "build_info",
     "detected_isa",
+    "fused_cross_entropy_loss_with_max_sum",
+    "fused_linear_cross_entropy",
+    "fused_linear_cross_entropy_loss_grad",
+    "fused_linear_online_max_sum",
     "get_cmake_dir",
     "get_include",
     "get_library",
