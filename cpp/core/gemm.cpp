@@ -11,7 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tilegrad::core {
@@ -161,6 +163,34 @@ struct ScratchBuffer {
   }
 };
 
+// oneDNN builds without an fp16 matmul for CPUs lacking AVX512-FP16 / AMX-FP16 (e.g. AMD Zen 4).
+bool f16_matmul_supported() {
+  static const bool ok = [] {
+    try {
+      using dims = dnnl::memory::dims;
+      const auto f16 = dnnl::memory::data_type::f16;
+      dnnl::memory::desc a(dims{16, 16}, f16, dims{16, 1}), c(dims{16, 16}, dnnl::memory::data_type::f32, dims{16, 1});
+      dnnl::matmul::primitive_desc pd(engine(), a, a, c);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+// Row-major fp32 copy (ld = cols) of a strided fp16 matrix; fp16 -> fp32 is exact.
+void widen_f16(const GemmMatrix& m, float* dst, int threads) {
+  const uint16_t* src = static_cast<const uint16_t*>(m.data);
+  parallel_for(m.rows, threads, [&](int64_t r) {
+    for (int64_t c = 0; c < m.cols; ++c) dst[r * m.cols + c] = f16_to_f32(src[r * m.row_stride + c * m.col_stride]);
+  });
+}
+
+struct F32Buffers {
+  std::vector<float> a, b, c;
+};
+
 }  // namespace
 
 bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
@@ -178,6 +208,26 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
   if (c.rows == 0 || c.cols == 0) return;
   if (a.cols == 0) {
     if (!accumulate) zero_fill(c);
+    return;
+  }
+  if (a.dtype == DType::kFloat16 && !f16_matmul_supported()) {
+    // Same math (fp16 inputs are exact in fp32, fp32 accumulation): an fp32 matmul on widened copies.
+    thread_local F32Buffers buf;
+    buf.a.resize(a.rows * a.cols);
+    buf.b.resize(b.rows * b.cols);
+    widen_f16(a, buf.a.data(), threads);
+    widen_f16(b, buf.b.data(), threads);
+    const GemmMatrix a32 = GemmMatrix::rowmajor(buf.a.data(), DType::kFloat32, a.rows, a.cols, a.cols);
+    const GemmMatrix b32 = GemmMatrix::rowmajor(buf.b.data(), DType::kFloat32, b.rows, b.cols, b.cols);
+    if (c.dtype == DType::kFloat32) return gemm(a32, b32, c, accumulate, threads);
+    buf.c.resize(c.rows * c.cols);
+    if (accumulate) widen_f16(c, buf.c.data(), threads);
+    gemm(a32, b32, GemmMatrix::rowmajor(buf.c.data(), DType::kFloat32, c.rows, c.cols, c.cols), accumulate, threads);
+    uint16_t* dst = static_cast<uint16_t*>(c.data);
+    const float* src = buf.c.data();
+    parallel_for(c.rows, threads, [&](int64_t r) {
+      for (int64_t j = 0; j < c.cols; ++j) dst[r * c.row_stride + j * c.col_stride] = f32_to_f16(src[r * c.cols + j]);
+    });
     return;
   }
   ThreadScope scope(threads);
@@ -208,6 +258,12 @@ std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const 
                                 int threads) {
   check_shapes(a, b, c);
   if (c.rows == 0 || c.cols == 0 || a.cols == 0) return "none (empty)";
+  if (a.dtype == DType::kFloat16 && !f16_matmul_supported()) {
+    const GemmMatrix a32(nullptr, DType::kFloat32, a.rows, a.cols, a.cols, 1);
+    const GemmMatrix b32(nullptr, DType::kFloat32, b.rows, b.cols, b.cols, 1);
+    const GemmMatrix c32(nullptr, DType::kFloat32, c.rows, c.cols, c.cols, 1);
+    return "fp16 widened to fp32: " + gemm_implementation(a32, b32, c32, accumulate, threads);
+  }
   ThreadScope scope(threads);
   return get_entry(make_key(a, b, c, accumulate, threads), a, c)->pd.impl_info_str();
 }

@@ -131,7 +131,7 @@ void fused_linear_cross_entropy(const TensorView& input, const TensorView& weigh
                                 int64_t ignore_index, int64_t reduction, const TensorView& loss,
                                 const TensorView& grad_input, const TensorView& grad_weight) {
   ops::FusedLaunch launch({input, weight, target, loss, grad_input, grad_weight}, ignore_index, reduction,
-                          ops::kFlceDefaultBudget);
+                          ops::flce_budget());
   core::run_now(launch);
 }
 

@@ -1,17 +1,20 @@
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tilegrad::ops {
 namespace {
 
 uint64_t align64(uint64_t x) { return (x + 63) / 64 * 64; }
 
-// Splits n into near-equal chunks of at most `target` (multiples of 16 unless the whole of n).
+// Splits n into near-equal chunks of about `target` (multiples of 16 unless the whole of n), never
+// smaller than min(n, kFlceMinChunk).
 int64_t balanced_chunk(int64_t n, int64_t target) {
   if (n <= 0) return 0;
   target = std::max<int64_t>(1, std::min(n, target));
-  const int64_t num = (n + target - 1) / target;
+  int64_t num = (n + target - 1) / target;
+  if ((n + num - 1) / num < std::min(n, kFlceMinChunk)) num = std::max<int64_t>(1, n / kFlceMinChunk);
   int64_t c = (n + num - 1) / num;
   if (num > 1) c = std::min(n, (c + 15) / 16 * 16);
   return c;
@@ -35,6 +38,16 @@ void pick_chunks(int64_t n_outer, int64_t n_inner, int64_t elem, int64_t budget,
 }
 
 }  // namespace
+
+int64_t flce_budget() {
+  const char* env = std::getenv("TILEGRAD_FLCE_BUDGET");
+  if (env && *env) {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (end && *end == '\0' && v > 0) return v;
+  }
+  return kFlceDefaultBudget;
+}
 
 FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
                                       bool weight_gemmable, int64_t budget_bytes, const core::Platform& platform) {

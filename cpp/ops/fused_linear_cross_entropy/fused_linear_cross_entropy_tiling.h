@@ -19,6 +19,10 @@ namespace tilegrad::ops {
 constexpr int64_t kFlceDefaultBudget = int64_t(32) << 20;  // bytes for one block of logits / G
 constexpr int64_t kFlceMinChunk = 256;                     // rows per chunk, when the dimension has them
 
+// The block budget the operators use: TILEGRAD_FLCE_BUDGET (bytes, read at each phase 1) or
+// kFlceDefaultBudget. It bounds the logits / G block; accumulators come on top.
+int64_t flce_budget();
+
 struct FlceForwardTiling {
   int64_t bt = 0, h = 0, v = 0;
   int64_t bt_chunk = 0, v_chunk = 0, num_bt_chunks = 0, num_v_chunks = 0;

@@ -164,7 +164,7 @@ void fused_linear_cross_entropy_loss_grad(const TensorView& grad, const TensorVi
               softmax ? *softmax : TensorView{},
               grad_input,
               grad_weight};
-  ops::LossGradLaunch launch(a, label_smoothing, ops::kFlceDefaultBudget);
+  ops::LossGradLaunch launch(a, label_smoothing, ops::flce_budget());
   core::run_now(launch);
 }
 
@@ -200,7 +200,7 @@ extern "C" aclnnStatus aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize(
                 core::optional_view_of(op, "softmaxOptional", softmaxOptional),
                 core::view_of(op, "inputGradOut", inputGradOut),
                 core::view_of(op, "weightGradOut", weightGradOut)};
-    return std::make_unique<ops::LossGradLaunch>(a, labelSmoothing, ops::kFlceDefaultBudget);
+    return std::make_unique<ops::LossGradLaunch>(a, labelSmoothing, ops::flce_budget());
   });
 }
 

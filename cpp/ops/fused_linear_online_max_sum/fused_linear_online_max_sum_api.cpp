@@ -128,7 +128,7 @@ void fused_linear_online_max_sum(const TensorView& input, const TensorView& weig
                                  const TensorView* logits) {
   ops::Args a{input, weight, target, logits_max, sum_exp_logits, predicted_logits, target_mask, masked_target,
               logits ? *logits : TensorView{}};
-  ops::OnlineMaxSumLaunch launch(a, vocab_start, vocab_end, ops::kFlceDefaultBudget);
+  ops::OnlineMaxSumLaunch launch(a, vocab_start, vocab_end, ops::flce_budget());
   core::run_now(launch);
 }
 
@@ -160,7 +160,7 @@ extern "C" aclnnStatus aclnnFusedLinearOnlineMaxSumGetWorkspaceSize(
                 core::view_of(op, "targetMaskOut", targetMaskOut),
                 core::view_of(op, "maskedTargetOut", maskedTargetOut),
                 core::optional_view_of(op, "vocabParallelLogitsOutOptional", vocabParallelLogitsOutOptional)};
-    return std::make_unique<ops::OnlineMaxSumLaunch>(a, vocabStartIndex, vocabEndIndex, ops::kFlceDefaultBudget);
+    return std::make_unique<ops::OnlineMaxSumLaunch>(a, vocabStartIndex, vocabEndIndex, ops::flce_budget());
   });
 }
 
