@@ -374,9 +374,13 @@ def test_empty_shapes():
 
 # ---------------------------------------------------------------- single-process fused op
 
+@pytest.mark.parametrize("path", ["whole", "blocks"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_fused_linear_cross_entropy(dtype, reduction):
+def test_fused_linear_cross_entropy(dtype, reduction, path, monkeypatch):
+    # "whole": three GEMMs over the whole logits; "blocks": forward blocks + memory-saving gradient
+    if path == "blocks":
+        monkeypatch.setenv("TILEGRAD_FLCE_WHOLE_BUDGET", "0")
     bt, h, v = 45, 16, 123
     x, w, t = make_inputs(bt, h, v, dtype, seed=13)
     t[[0, 7, 8]] = -100
@@ -393,6 +397,25 @@ def test_fused_linear_cross_entropy(dtype, reduction):
     np.testing.assert_allclose(loss, expect, rtol=2e-5, atol=2e-5)
     assert rel_err(gi, ref_gi) < GRAD_TOL[dtype]
     assert rel_err(gw, ref_gw) < GRAD_TOL[dtype]
+
+
+def test_fused_linear_cross_entropy_paths_agree(monkeypatch):
+    x, w, t = make_inputs(300, 24, 700, BF16, seed=16)
+    t[::9] = -100
+    whole = tg.fused_linear_cross_entropy(x, w, t)
+    monkeypatch.setenv("TILEGRAD_FLCE_WHOLE_BUDGET", "0")
+    monkeypatch.setenv("TILEGRAD_FLCE_BUDGET", "1")  # several blocks in each direction
+    blocks = tg.fused_linear_cross_entropy(x, w, t)
+    np.testing.assert_allclose(whole[0], blocks[0], rtol=1e-6)
+    for a, b in zip(whole[1:], blocks[1:]):
+        assert rel_err(a, b) < 1e-2
+    # non-contiguous operands take the block path (copies) and agree too
+    monkeypatch.delenv("TILEGRAD_FLCE_WHOLE_BUDGET")
+    wide = np.zeros((700, 48), BF16)
+    wide[:, ::2] = w
+    strided = tg.fused_linear_cross_entropy(x, wide[:, ::2], t)
+    np.testing.assert_allclose(whole[0], strided[0], rtol=1e-6)
+    assert rel_err(strided[2], whole[2]) < 1e-2
 
 
 def test_fused_linear_cross_entropy_ignore_all_and_custom_index():

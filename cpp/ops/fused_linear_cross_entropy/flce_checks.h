@@ -30,8 +30,11 @@ inline void flce_check_overlaps(const char* op, std::initializer_list<FlceArg> o
   }
 }
 
-inline void flce_check_dim(bool ok, const char* op, const char* arg, const TensorView& t, const char* rule) {
-  core::check(ok, op, ": ", arg, " shape ", shape_str(t.shape), " ", rule);
+// t's dtype must be ref's ("<op>: weight dtype float16 != input dtype bfloat16").
+inline void flce_require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
+                                    const TensorView& ref) {
+  core::check(t.dtype == ref.dtype, op, ": ", arg, " dtype ", dtype_name(t.dtype), " != ", ref_arg, " dtype ",
+              dtype_name(ref.dtype));
 }
 
 }  // namespace tilegrad::ops

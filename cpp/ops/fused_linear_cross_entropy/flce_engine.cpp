@@ -206,4 +206,44 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
   }
 }
 
+uint64_t flce_whole_workspace(int64_t bt, int64_t v) { return uint64_t(bt) * uint64_t(v) * 4; }
+
+void flce_whole_run(int threads, Isa isa, const TensorView& input, const TensorView& weight, const int64_t* target,
+                    const float* row_grad, float* row_max, float* row_sum, float* row_pred,
+                    const TensorView& grad_input, const TensorView& grad_weight, void* workspace) {
+  const int64_t bt = input.shape[0], v = weight.shape[0];
+  const FlceKernels* k = flce_kernels(isa);
+  const DType dt = input.dtype;
+  const int64_t es = dtype_size(dt);
+  const GemmMatrix x = matrix_of(input), w = matrix_of(weight);
+  float* logits = static_cast<float*>(workspace);
+  core::gemm(x, w.t(), GemmMatrix::rowmajor(logits, DType::kFloat32, bt, v, v), false, threads);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for_row_tiles(bt, threads, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* row = logits + i * v;
+      float m = ninf, s = 0.0f;
+      k->online_max_sum(row, v, &m, &s);
+      row_max[i] = m;
+      row_sum[i] = s;
+      row_pred[i] = target[i] >= 0 ? row[target[i]] - m : 0.0f;
+      FlceGradRow g;
+      g.src = row;
+      g.n = v;
+      g.from_logits = true;
+      g.max = m;
+      g.sum_exp = s;
+      g.grad = row_grad[i];
+      g.target = target[i];
+      g.out_dtype = dt;
+      g.out = logits + i * v;  // in place: row i of G keeps row i's byte pitch
+      k->grad_row(g);
+    }
+  });
+  const int64_t ld = v * 4 / es;
+  const GemmMatrix gm = GemmMatrix::rowmajor(logits, dt, bt, v, ld);
+  core::gemm(gm, w, matrix_of(grad_input), false, threads);
+  core::gemm(gm.t(), x, matrix_of(grad_weight), false, threads);
+}
+
 }  // namespace tilegrad::ops

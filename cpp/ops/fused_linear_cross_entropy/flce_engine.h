@@ -65,6 +65,15 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
                    const int64_t* row_target, const TensorView& grad_input, const TensorView& grad_weight,
                    void* workspace);
 
+// Whole-logits path of the single-process op (three GEMMs instead of four): L = input @ weight^T
+// into one (BT x V) fp32 buffer (workspace: flce_whole_workspace bytes; every operand oneDNN-ready),
+// per row max / sum-exp / target logit - max (rows with target < 0: pred 0), then G formed in place
+// over L (same row pitch), grad_input = G @ weight, grad_weight = G^T @ input.
+uint64_t flce_whole_workspace(int64_t bt, int64_t v);
+void flce_whole_run(int threads, Isa isa, const TensorView& input, const TensorView& weight, const int64_t* target,
+                    const float* row_grad, float* row_max, float* row_sum, float* row_pred,
+                    const TensorView& grad_input, const TensorView& grad_weight, void* workspace);
+
 // Writes zeros into every element of a view.
 void flce_fill_zero(const TensorView& t);
 

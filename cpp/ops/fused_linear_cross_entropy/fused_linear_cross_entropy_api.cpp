@@ -1,6 +1,8 @@
 // tilegrad::fused_linear_cross_entropy: single-process loss and both gradients of
-// cross_entropy(input @ weight^T, target) without materializing the (BT, V) logits: the forward
-// blocks give each row's max and sum-exp, then the memory-saving gradient blocks recompute the logits.
+// cross_entropy(input @ weight^T, target). When the (BT x V) fp32 logits fit flce_whole_budget(),
+// three GEMMs over one logits buffer that G then overwrites in place; otherwise the forward blocks
+// give each row's max and sum-exp and the memory-saving gradient blocks recompute the logits (four
+// GEMMs, workspace bounded by the block budget).
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -31,14 +33,11 @@ void validate(const Args& a, int64_t reduction) {
   core::require_well_formed(kOp, "grad_input", a.gin);
   core::require_well_formed(kOp, "grad_weight", a.gw);
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
-  core::check(a.weight.dtype == a.input.dtype, kOp, ": weight dtype ", dtype_name(a.weight.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
+  flce_require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "target", a.target, {DType::kInt32, DType::kInt64});
   core::require_dtype(kOp, "loss", a.loss, {DType::kFloat32});
-  core::check(a.gin.dtype == a.input.dtype, kOp, ": grad_input dtype ", dtype_name(a.gin.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
-  core::check(a.gw.dtype == a.input.dtype, kOp, ": grad_weight dtype ", dtype_name(a.gw.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
+  flce_require_same_dtype(kOp, "grad_input", a.gin, "input", a.input);
+  flce_require_same_dtype(kOp, "grad_weight", a.gw, "input", a.input);
   core::require_rank(kOp, "input", a.input, 2, 2);
   core::require_rank(kOp, "weight", a.weight, 2, 2);
   core::require_rank(kOp, "target", a.target, 1, 1);
@@ -67,10 +66,20 @@ class FusedLaunch final : public core::Launch {
     const int64_t bt = a.input.shape[0], h = a.input.shape[1], v = a.weight.shape[0];
     const int64_t es = dtype_size(a.input.dtype);
     const bool in_ok = flce_gemmable(a.input), w_ok = flce_gemmable(a.weight);
-    fwd_ = flce_forward_tiling(bt, h, v, es, in_ok, w_ok, budget, p);
-    grad_ = flce_grad_tiling(bt, h, v, es, true, in_ok, w_ok, flce_gemmable(a.gin), flce_gemmable(a.gw), budget, p);
+    const bool gin_ok = flce_gemmable(a.gin), gw_ok = flce_gemmable(a.gw);
+    threads_ = p.threads;
+    isa_ = p.isa;
+    whole_ = bt > 0 && v > 0 && h > 0 && in_ok && w_ok && gin_ok && gw_ok &&
+             flce_whole_workspace(bt, v) <= uint64_t(flce_whole_budget());
+    if (!whole_) {
+      fwd_ = flce_forward_tiling(bt, h, v, es, in_ok, w_ok, budget, p);
+      grad_ = flce_grad_tiling(bt, h, v, es, true, in_ok, w_ok, gin_ok, gw_ok, budget, p);
+    }
   }
-  uint64_t workspace_bytes() const override { return std::max(fwd_.workspace_bytes, grad_.workspace_bytes); }
+  uint64_t workspace_bytes() const override {
+    return whole_ ? flce_whole_workspace(a_.input.shape[0], a_.weight.shape[0])
+                  : std::max(fwd_.workspace_bytes, grad_.workspace_bytes);
+  }
 
   void run(void* workspace) override {
     const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
@@ -90,20 +99,25 @@ class FusedLaunch final : public core::Launch {
       ++valid;
     }
     std::vector<float> mx(bt), sum(bt), pred(bt), grad(bt);
-    const auto vec = [](float* p) {
-      Vec1 r;
-      r.data = reinterpret_cast<char*>(p);
-      r.dtype = DType::kFloat32;
-      return r;
-    };
-    flce_forward_run(fwd_, a_.input, a_.weight, col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
-                     nullptr, workspace);
     const float scale = reduction_ == 1 ? (valid > 0 ? 1.0f / float(valid) : 0.0f) : 1.0f;
+    for (int64_t i = 0; i < bt; ++i) grad[i] = col[i] >= 0 ? scale : 0.0f;
+    if (whole_) {
+      flce_whole_run(threads_, isa_, a_.input, a_.weight, col.data(), grad.data(), mx.data(), sum.data(),
+                     pred.data(), a_.gin, a_.gw, workspace);
+    } else {
+      const auto vec = [](float* p) {
+        Vec1 r;
+        r.data = reinterpret_cast<char*>(p);
+        r.dtype = DType::kFloat32;
+        return r;
+      };
+      flce_forward_run(fwd_, a_.input, a_.weight, col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
+                       nullptr, workspace);
+    }
     double total = 0.0;
     const Vec1 loss(a_.loss);
     for (int64_t i = 0; i < bt; ++i) {
       const float li = col[i] >= 0 ? std::log(sum[i]) - pred[i] : 0.0f;
-      grad[i] = col[i] >= 0 ? scale : 0.0f;
       if (reduction_ == 0) loss.set_f32(i, li);
       total += li;
     }
@@ -111,6 +125,7 @@ class FusedLaunch final : public core::Launch {
       loss.set_f32(0, valid > 0 ? float(total / double(valid)) : std::numeric_limits<float>::quiet_NaN());
     else if (reduction_ == 2)
       loss.set_f32(0, float(total));
+    if (whole_) return;
     flce_grad_run(grad_, a_.input, a_.weight, nullptr, grad.data(), mx.data(), sum.data(), col.data(), a_.gin, a_.gw,
                   workspace);
   }
@@ -118,6 +133,9 @@ class FusedLaunch final : public core::Launch {
  private:
   Args a_;
   int64_t ignore_index_, reduction_;
+  int threads_ = 1;
+  Isa isa_ = Isa::kScalar;
+  bool whole_ = false;  // three GEMMs over one (BT x V) fp32 logits buffer
   FlceForwardTiling fwd_;
   FlceGradTiling grad_;
 };

@@ -20,7 +20,7 @@ struct FlceGradRow {
   float max = 0.0f, sum_exp = 1.0f, grad = 0.0f;
   int64_t target = -1;  // column inside this row chunk, or -1
   DType out_dtype = DType::kFloat32;
-  void* out = nullptr;  // n contiguous elements
+  void* out = nullptr;  // n contiguous elements; may be src itself (src_stride 1): written behind the reads
 };
 
 struct FlceKernels {

@@ -39,15 +39,20 @@ void pick_chunks(int64_t n_outer, int64_t n_inner, int64_t elem, int64_t budget,
 
 }  // namespace
 
-int64_t flce_budget() {
-  const char* env = std::getenv("TILEGRAD_FLCE_BUDGET");
+namespace {
+int64_t env_bytes(const char* name, int64_t fallback, bool zero_ok) {
+  const char* env = std::getenv(name);
   if (env && *env) {
     char* end = nullptr;
     const long long v = std::strtoll(env, &end, 10);
-    if (end && *end == '\0' && v > 0) return v;
+    if (end && *end == '\0' && (v > 0 || (zero_ok && v == 0))) return v;
   }
-  return kFlceDefaultBudget;
+  return fallback;
 }
+}  // namespace
+
+int64_t flce_budget() { return env_bytes("TILEGRAD_FLCE_BUDGET", kFlceDefaultBudget, false); }
+int64_t flce_whole_budget() { return env_bytes("TILEGRAD_FLCE_WHOLE_BUDGET", kFlceDefaultWholeBudget, true); }
 
 FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
                                       bool weight_gemmable, int64_t budget_bytes, const core::Platform& platform) {

@@ -16,12 +16,16 @@
 
 namespace tilegrad::ops {
 
-constexpr int64_t kFlceDefaultBudget = int64_t(32) << 20;  // bytes for one block of logits / G
+constexpr int64_t kFlceDefaultBudget = int64_t(16) << 20;  // bytes for one block of logits / G
 constexpr int64_t kFlceMinChunk = 256;                     // rows per chunk, when the dimension has them
 
 // The block budget the operators use: TILEGRAD_FLCE_BUDGET (bytes, read at each phase 1) or
 // kFlceDefaultBudget. It bounds the logits / G block; accumulators come on top.
 int64_t flce_budget();
+// The single-process op keeps the whole (BT x V) fp32 logits (three GEMMs instead of four) when they
+// fit this many bytes: TILEGRAD_FLCE_WHOLE_BUDGET (0 disables) or kFlceDefaultWholeBudget.
+constexpr int64_t kFlceDefaultWholeBudget = int64_t(64) << 20;
+int64_t flce_whole_budget();
 
 struct FlceForwardTiling {
   int64_t bt = 0, h = 0, v = 0;

@@ -39,8 +39,7 @@ void validate(const Args& a, float label_smoothing) {
   // dtypes
   core::require_dtype(kOp, "grad", a.grad, {DType::kFloat32});
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
-  core::check(a.weight.dtype == a.input.dtype, kOp, ": weight dtype ", dtype_name(a.weight.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
+  flce_require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "targetMask", a.mask, {DType::kUInt8, DType::kBool});
   core::require_dtype(kOp, "maskedTarget", a.masked, {DType::kInt32, DType::kInt64});
   if (hp) {
@@ -49,10 +48,8 @@ void validate(const Args& a, float label_smoothing) {
     core::require_dtype(kOp, "logitsMaxOptional", a.max, {DType::kFloat32});
     core::require_dtype(kOp, "sumExpLogitsOptional", a.sum, {DType::kFloat32});
   }
-  core::check(a.gin.dtype == a.input.dtype, kOp, ": inputGradOut dtype ", dtype_name(a.gin.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
-  core::check(a.gw.dtype == a.input.dtype, kOp, ": weightGradOut dtype ", dtype_name(a.gw.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
+  flce_require_same_dtype(kOp, "inputGradOut", a.gin, "input", a.input);
+  flce_require_same_dtype(kOp, "weightGradOut", a.gw, "input", a.input);
   // ranks
   core::require_rank(kOp, "grad", a.grad, 1, 1);
   core::require_rank(kOp, "input", a.input, 2, 2);

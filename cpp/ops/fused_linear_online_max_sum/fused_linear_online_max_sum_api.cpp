@@ -31,18 +31,15 @@ void validate(const Args& a, int64_t start, int64_t end) {
   if (has_logits) core::require_well_formed(kOp, "vocabParallelLogitsOutOptional", a.logits);
   // dtypes
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
-  core::check(a.weight.dtype == a.input.dtype, kOp, ": weight dtype ", dtype_name(a.weight.dtype),
-              " != input dtype ", dtype_name(a.input.dtype));
+  flce_require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "target", a.target, kIndexTypes);
   core::require_dtype(kOp, "logitsMaxLocalOut", a.max, {DType::kFloat32});
   core::require_dtype(kOp, "sumExpLogitsLocalOut", a.sum, {DType::kFloat32});
   core::require_dtype(kOp, "predictedLogitsLocalOut", a.pred, {DType::kFloat32});
   core::require_dtype(kOp, "targetMaskOut", a.mask, {DType::kUInt8});
-  core::check(a.masked.dtype == a.target.dtype, kOp, ": maskedTargetOut dtype ", dtype_name(a.masked.dtype),
-              " != target dtype ", dtype_name(a.target.dtype));
+  flce_require_same_dtype(kOp, "maskedTargetOut", a.masked, "target", a.target);
   if (has_logits)
-    core::check(a.logits.dtype == a.input.dtype, kOp, ": vocabParallelLogitsOutOptional dtype ",
-                dtype_name(a.logits.dtype), " != input dtype ", dtype_name(a.input.dtype));
+    flce_require_same_dtype(kOp, "vocabParallelLogitsOutOptional", a.logits, "input", a.input);
   // ranks
   core::require_rank(kOp, "input", a.input, 2, 2);
   core::require_rank(kOp, "weight", a.weight, 2, 2);
