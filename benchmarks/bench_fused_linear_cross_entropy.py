@@ -6,8 +6,10 @@ Cases (BT=1024, H=2048, V=32000; --quick: 256, 512, 4000), bf16 and fp32:
 - "gradient": tg.fused_linear_cross_entropy_loss_grad, memory-saving mode (logits recomputed block by
   block), vs PyTorch's naive composite (matmul, float softmax, subtract 1 at the target, scale, two
   matmuls).
-- "fused fwd+bwd": tg.fused_linear_cross_entropy (loss and both gradients) vs
-  torch.nn.functional.linear_cross_entropy forward + backward.
+- "fused fwd+bwd": tg.fused_linear_cross_entropy (loss and both gradients; at this size the logits
+  exceed its 64 MiB whole-logits budget, so it runs forward blocks + the memory-saving gradient: four
+  GEMMs) vs torch.nn.functional.linear_cross_entropy forward + backward; "whole logits" forces the
+  three-GEMM path over one (BT x V) fp32 buffer (TILEGRAD_FLCE_WHOLE_BUDGET).
 - the ceiling: oneDNN's plain matmul (the wrapper the operators use) on the logits GEMM shape.
 
 GEMM efficiency = (GEMM flops of the operator / its time) / plain matmul rate. Peak extra memory is
@@ -91,6 +93,14 @@ def contender(name, x, w, t):
         return tilegrad_grad_fn(x, w, t)
     if name == "tilegrad_fused":
         return lambda: tg.fused_linear_cross_entropy(x, w, t)
+    if name == "tilegrad_fused_whole":  # force the three-GEMM path over the whole (BT x V) fp32 logits
+        def run():
+            os.environ["TILEGRAD_FLCE_WHOLE_BUDGET"] = str(1 << 40)
+            try:
+                return tg.fused_linear_cross_entropy(x, w, t)
+            finally:
+                del os.environ["TILEGRAD_FLCE_WHOLE_BUDGET"]
+        return run
     import torch
     torch.set_num_threads(tg.get_num_threads())
     if name == "torch_naive_grad":
@@ -168,7 +178,8 @@ def main():
         rate = flop / plain["times"]["plain"]
         notes.append(f"- oneDNN plain matmul {dtype.name}: {rate / 1e9:.0f} GFLOP/s, implementation `{impl}`")
         for case, ours, theirs, gemms in (("gradient", "tilegrad_grad", "torch_naive_grad", 3),
-                                          ("fused fwd+bwd", "tilegrad_fused", "torch_fused", 4)):
+                                          ("fused fwd+bwd", "tilegrad_fused", "torch_fused", 4),
+                                          ("fused fwd+bwd, whole logits", "tilegrad_fused_whole", "torch_fused", 3)):
             fns = {"torch": contender(theirs, x, w, t), "tilegrad": contender(ours, x, w, t)}
             extra = {}
             if not args.no_memory:
