@@ -149,6 +149,14 @@ struct ScratchBuffer {
   void* ptr = nullptr;
   size_t bytes = 0;
   ~ScratchBuffer() { std::free(ptr); }
+  // Large scratchpads (e.g. a packed copy of a big operand) are not kept between calls.
+  void trim() {
+    if (bytes > (size_t(8) << 20)) {
+      std::free(ptr);
+      ptr = nullptr;
+      bytes = 0;
+    }
+  }
   void* get(size_t n) {
     if (n > bytes) {
       std::free(ptr);
@@ -249,6 +257,7 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
       args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->pd.scratchpad_desc(), eng, scratch.get(e->scratch_bytes)));
     e->prim.execute(strm, args);
     strm.wait();
+    scratch.trim();
   } catch (const dnnl::error& err) {
     fail(Status::kInner, "gemm: oneDNN matmul failed: ", err.what());
   }
@@ -265,7 +274,8 @@ std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const 
     return "fp16 widened to fp32: " + gemm_implementation(a32, b32, c32, accumulate, threads);
   }
   ThreadScope scope(threads);
-  return get_entry(make_key(a, b, c, accumulate, threads), a, c)->pd.impl_info_str();
+  const auto e = get_entry(make_key(a, b, c, accumulate, threads), a, c);
+  return std::string(e->pd.impl_info_str()) + " (scratchpad " + std::to_string(e->scratch_bytes) + " B)";
 }
 
 }  // namespace tilegrad::core

@@ -240,8 +240,14 @@ void flce_whole_run(int threads, Isa isa, const TensorView& input, const TensorV
       k->grad_row(g);
     }
   });
-  const int64_t ld = v * 4 / es;
-  const GemmMatrix gm = GemmMatrix::rowmajor(logits, dt, bt, v, ld);
+  // Pack G's rows densely (row i moves down from byte 4*v*i to es*v*i, in order, so nothing unread
+  // is overwritten): oneDNN's brgemm kernels want a dense leading dimension (with ld = 2v it falls
+  // back to gemm:jit with a V x H fp32 scratchpad).
+  if (es != 4) {
+    char* base = reinterpret_cast<char*>(logits);
+    for (int64_t i = 1; i < bt; ++i) std::memmove(base + i * v * es, base + i * v * 4, v * es);
+  }
+  const GemmMatrix gm = GemmMatrix::rowmajor(logits, dt, bt, v, v);
   core::gemm(gm, w, matrix_of(grad_input), false, threads);
   core::gemm(gm.t(), x, matrix_of(grad_weight), false, threads);
 }

@@ -68,7 +68,7 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
 // Whole-logits path of the single-process op (three GEMMs instead of four): L = input @ weight^T
 // into one (BT x V) fp32 buffer (workspace: flce_whole_workspace bytes; every operand oneDNN-ready),
 // per row max / sum-exp / target logit - max (rows with target < 0: pred 0), then G formed in place
-// over L (same row pitch), grad_input = G @ weight, grad_weight = G^T @ input.
+// over L (same row pitch, then packed densely), grad_input = G @ weight, grad_weight = G^T @ input.
 uint64_t flce_whole_workspace(int64_t bt, int64_t v);
 void flce_whole_run(int threads, Isa isa, const TensorView& input, const TensorView& weight, const int64_t* target,
                     const float* row_grad, float* row_max, float* row_sum, float* row_pred,
