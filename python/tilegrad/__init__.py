@@ -19,6 +19,12 @@ from ._runtime import (
 from ._paths import get_cmake_dir, get_include, get_library
 from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
 from ._embedding_dense_backward import embedding_dense_backward
+from ._fused_linear_cross_entropy import (
+    fused_cross_entropy_loss_with_max_sum,
+    fused_linear_cross_entropy,
+    fused_linear_cross_entropy_loss_grad,
+    fused_linear_online_max_sum,
+)
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -30,6 +36,10 @@ __all__ = [
     "build_info",
     "detected_isa",
     "embedding_dense_backward",
+    "fused_cross_entropy_loss_with_max_sum",
+    "fused_linear_cross_entropy",
+    "fused_linear_cross_entropy_loss_grad",
+    "fused_linear_online_max_sum",
     "get_cmake_dir",
     "get_include",
     "get_library",

@@ -1,0 +1,281 @@
+// oneDNN matmul wrapper (see gemm.h).
+#include "core/gemm.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace tilegrad::core {
+namespace {
+
+dnnl::memory::data_type dnnl_type(DType d) {
+  switch (d) {
+    case DType::kFloat32: return dnnl::memory::data_type::f32;
+    case DType::kFloat16: return dnnl::memory::data_type::f16;
+    case DType::kBFloat16: return dnnl::memory::data_type::bf16;
+    default: fail(Status::kInner, "gemm: unsupported dtype ", dtype_name(d));
+  }
+}
+
+// Strides of a size-1 dimension do not matter; give them the value that makes the layout plain.
+void normalized_strides(const GemmMatrix& m, int64_t* rs, int64_t* cs) {
+  *rs = m.row_stride;
+  *cs = m.col_stride;
+  if (m.rows <= 1 && m.cols <= 1) {
+    *rs = 1;
+    *cs = 1;
+  } else if (m.rows <= 1) {
+    if (*cs == 1) *rs = m.cols;
+  } else if (m.cols <= 1) {
+    if (*rs == 1) *cs = m.rows;
+    else *cs = 1;
+  }
+}
+
+struct Key {
+  int64_t m, n, k;
+  int64_t ars, acs, brs, bcs, crs, ccs;
+  int at, ct, acc, threads;
+  bool operator==(const Key& o) const {
+    return std::tie(m, n, k, ars, acs, brs, bcs, crs, ccs, at, ct, acc, threads) ==
+           std::tie(o.m, o.n, o.k, o.ars, o.acs, o.brs, o.bcs, o.crs, o.ccs, o.at, o.ct, o.acc, o.threads);
+  }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 1469598103934665603ull;
+    const int64_t v[] = {k.m, k.n, k.k, k.ars, k.acs, k.brs, k.bcs, k.crs, k.ccs, k.at, k.ct, k.acc, k.threads};
+    for (int64_t x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
+    return h;
+  }
+};
+
+struct Entry {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  dnnl::memory::desc a_md, b_md, c_md;
+  size_t scratch_bytes = 0;
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+std::mutex g_cache_mutex;
+std::unordered_map<Key, std::shared_ptr<Entry>, KeyHash> g_cache;
+constexpr size_t kMaxCacheEntries = 1024;
+
+// oneDNN (GNU OpenMP build) uses the calling thread's omp_get_max_threads(); set it for the call.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : saved_(omp_get_max_threads()) {
+    if (threads >= 1 && threads != saved_) omp_set_num_threads(threads);
+  }
+  ~ThreadScope() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_;
+};
+
+Key make_key(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate, int threads) {
+  Key k{};
+  k.m = a.rows;
+  k.k = a.cols;
+  k.n = b.cols;
+  normalized_strides(a, &k.ars, &k.acs);
+  normalized_strides(b, &k.brs, &k.bcs);
+  normalized_strides(c, &k.crs, &k.ccs);
+  k.at = static_cast<int>(a.dtype);
+  k.ct = static_cast<int>(c.dtype);
+  k.acc = accumulate ? 1 : 0;
+  k.threads = threads;
+  return k;
+}
+
+std::shared_ptr<Entry> get_entry(const Key& k, const GemmMatrix& a, const GemmMatrix& c) {
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = g_cache.find(k);
+    if (it != g_cache.end()) return it->second;
+  }
+  using dims = dnnl::memory::dims;
+  auto e = std::make_shared<Entry>();
+  e->a_md = dnnl::memory::desc(dims{k.m, k.k}, dnnl_type(a.dtype), dims{k.ars, k.acs});
+  e->b_md = dnnl::memory::desc(dims{k.k, k.n}, dnnl_type(a.dtype), dims{k.brs, k.bcs});
+  e->c_md = dnnl::memory::desc(dims{k.m, k.n}, dnnl_type(c.dtype), dims{k.crs, k.ccs});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (k.acc) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  e->pd = dnnl::matmul::primitive_desc(engine(), e->a_md, e->b_md, e->c_md, attr);
+  e->prim = dnnl::matmul(e->pd);
+  e->scratch_bytes = e->pd.scratchpad_desc().get_size();
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  if (g_cache.size() >= kMaxCacheEntries) g_cache.clear();
+  return g_cache.emplace(k, e).first->second;
+}
+
+void check_shapes(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c) {
+  if (a.cols != b.rows || c.rows != a.rows || c.cols != b.cols || a.dtype != b.dtype)
+    fail(Status::kInner, "gemm: inconsistent operands [", a.rows, ",", a.cols, "] @ [", b.rows, ",", b.cols,
+         "] -> [", c.rows, ",", c.cols, "]");
+}
+
+void zero_fill(const GemmMatrix& c) {
+  const int64_t es = dtype_size(c.dtype);
+  char* base = static_cast<char*>(c.data);
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int64_t j = 0; j < c.cols; ++j) std::memset(base + (r * c.row_stride + j * c.col_stride) * es, 0, es);
+}
+
+struct ScratchBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  ~ScratchBuffer() { std::free(ptr); }
+  // Large scratchpads (e.g. a packed copy of a big operand) are not kept between calls.
+  void trim() {
+    if (bytes > (size_t(8) << 20)) {
+      std::free(ptr);
+      ptr = nullptr;
+      bytes = 0;
+    }
+  }
+  void* get(size_t n) {
+    if (n > bytes) {
+      std::free(ptr);
+      ptr = std::aligned_alloc(64, (n + 63) / 64 * 64);
+      if (!ptr) {
+        bytes = 0;
+        throw std::bad_alloc();
+      }
+      bytes = n;
+    }
+    return ptr;
+  }
+};
+
+// oneDNN builds without an fp16 matmul for CPUs lacking AVX512-FP16 / AMX-FP16 (e.g. AMD Zen 4).
+bool f16_matmul_supported() {
+  static const bool ok = [] {
+    try {
+      using dims = dnnl::memory::dims;
+      const auto f16 = dnnl::memory::data_type::f16;
+      dnnl::memory::desc a(dims{16, 16}, f16, dims{16, 1}), c(dims{16, 16}, dnnl::memory::data_type::f32, dims{16, 1});
+      dnnl::matmul::primitive_desc pd(engine(), a, a, c);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+// Row-major fp32 copy (ld = cols) of a strided fp16 matrix; fp16 -> fp32 is exact.
+void widen_f16(const GemmMatrix& m, float* dst, int threads) {
+  const uint16_t* src = static_cast<const uint16_t*>(m.data);
+  parallel_for(m.rows, threads, [&](int64_t r) {
+    for (int64_t c = 0; c < m.cols; ++c) dst[r * m.cols + c] = f16_to_f32(src[r * m.row_stride + c * m.col_stride]);
+  });
+}
+
+struct F32Buffers {
+  std::vector<float> a, b, c;
+};
+
+}  // namespace
+
+bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  GemmMatrix m(nullptr, DType::kFloat32, rows, cols, row_stride, col_stride);
+  int64_t rs, cs;
+  normalized_strides(m, &rs, &cs);
+  if (rows <= 1 && cols <= 1) return true;
+  if (cs == 1) return rs >= std::max<int64_t>(cols, 1);
+  if (rs == 1) return cs >= std::max<int64_t>(rows, 1);
+  return false;
+}
+
+void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate, int threads) {
+  check_shapes(a, b, c);
+  if (c.rows == 0 || c.cols == 0) return;
+  if (a.cols == 0) {
+    if (!accumulate) zero_fill(c);
+    return;
+  }
+  if (a.dtype == DType::kFloat16 && !f16_matmul_supported()) {
+    // Same math (fp16 inputs are exact in fp32, fp32 accumulation): an fp32 matmul on widened copies.
+    thread_local F32Buffers buf;
+    buf.a.resize(a.rows * a.cols);
+    buf.b.resize(b.rows * b.cols);
+    widen_f16(a, buf.a.data(), threads);
+    widen_f16(b, buf.b.data(), threads);
+    const GemmMatrix a32 = GemmMatrix::rowmajor(buf.a.data(), DType::kFloat32, a.rows, a.cols, a.cols);
+    const GemmMatrix b32 = GemmMatrix::rowmajor(buf.b.data(), DType::kFloat32, b.rows, b.cols, b.cols);
+    if (c.dtype == DType::kFloat32) return gemm(a32, b32, c, accumulate, threads);
+    buf.c.resize(c.rows * c.cols);
+    if (accumulate) widen_f16(c, buf.c.data(), threads);
+    gemm(a32, b32, GemmMatrix::rowmajor(buf.c.data(), DType::kFloat32, c.rows, c.cols, c.cols), accumulate, threads);
+    uint16_t* dst = static_cast<uint16_t*>(c.data);
+    const float* src = buf.c.data();
+    parallel_for(c.rows, threads, [&](int64_t r) {
+      for (int64_t j = 0; j < c.cols; ++j) dst[r * c.row_stride + j * c.col_stride] = f32_to_f16(src[r * c.cols + j]);
+    });
+    return;
+  }
+  ThreadScope scope(threads);
+  const Key k = make_key(a, b, c, accumulate, threads);
+  std::shared_ptr<Entry> e;
+  try {
+    e = get_entry(k, a, c);
+  } catch (const dnnl::error& err) {
+    fail(Status::kInner, "gemm: oneDNN could not create a matmul: ", err.what());
+  }
+  thread_local ScratchBuffer scratch;
+  try {
+    dnnl::engine& eng = engine();
+    dnnl::stream strm(eng);
+    dnnl::memory am(e->a_md, eng, a.data), bm(e->b_md, eng, b.data), cm(e->c_md, eng, c.data);
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+    if (e->scratch_bytes)
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->pd.scratchpad_desc(), eng, scratch.get(e->scratch_bytes)));
+    e->prim.execute(strm, args);
+    strm.wait();
+    scratch.trim();
+  } catch (const dnnl::error& err) {
+    fail(Status::kInner, "gemm: oneDNN matmul failed: ", err.what());
+  }
+}
+
+std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate,
+                                int threads) {
+  check_shapes(a, b, c);
+  if (c.rows == 0 || c.cols == 0 || a.cols == 0) return "none (empty)";
+  if (a.dtype == DType::kFloat16 && !f16_matmul_supported()) {
+    const GemmMatrix a32(nullptr, DType::kFloat32, a.rows, a.cols, a.cols, 1);
+    const GemmMatrix b32(nullptr, DType::kFloat32, b.rows, b.cols, b.cols, 1);
+    const GemmMatrix c32(nullptr, DType::kFloat32, c.rows, c.cols, c.cols, 1);
+    return "fp16 widened to fp32: " + gemm_implementation(a32, b32, c32, accumulate, threads);
+  }
+  ThreadScope scope(threads);
+  const auto e = get_entry(make_key(a, b, c, accumulate, threads), a, c);
+  return std::string(e->pd.impl_info_str()) + " (scratchpad " + std::to_string(e->scratch_bytes) + " B)";
+}
+
+}  // namespace tilegrad::core

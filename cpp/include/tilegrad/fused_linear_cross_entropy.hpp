@@ -1,0 +1,48 @@
+// Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5) and the single-process
+// fused op. Optional tensors are pointers (nullptr: absent). All functions throw tilegrad::Error.
+#pragma once
+
+#include <cstdint>
+
+#include "tilegrad/export.h"
+#include "tilegrad/tensor_view.hpp"
+
+namespace tilegrad {
+
+// aclnnFusedLinearOnlineMaxSum: L = input @ weight^T (fp32 accumulate) over this rank's vocabulary
+// shard [vocab_start, vocab_end) (weight has vocab_end - vocab_start rows); per row the max, the
+// sum of exp(L - max), the target's logit minus the max (0 when the target is outside the shard), the
+// bit-packed (LSB-first) mask "target outside the shard", the local target (0 when masked), and
+// optionally L itself rounded to the input dtype.
+TILEGRAD_API void fused_linear_online_max_sum(const TensorView& input, const TensorView& weight,
+                                              const TensorView& target, int64_t vocab_start, int64_t vocab_end,
+                                              const TensorView& logits_max, const TensorView& sum_exp_logits,
+                                              const TensorView& predicted_logits, const TensorView& target_mask,
+                                              const TensorView& masked_target, const TensorView* logits = nullptr);
+
+// aclnnFusedCrossEntropyLossWithMaxSum: loss = log(sum_exp) - predicted; with logits (BT, V) also
+// softmax = exp(logits - max) / sum_exp (softmax required then). label_smoothing must be 0.
+TILEGRAD_API void fused_cross_entropy_loss_with_max_sum(const TensorView& logits_max,
+                                                        const TensorView& sum_exp_logits,
+                                                        const TensorView& predicted_logits, float label_smoothing,
+                                                        const TensorView& loss, const TensorView* logits = nullptr,
+                                                        const TensorView* softmax = nullptr);
+
+// aclnnFusedLinearCrossEntropyLossGrad: G = softmax (given) or exp(input @ weight^T - max) / sum_exp
+// (recomputed block by block); G[i, masked_target[i]] -= 1 where the mask bit is 0; G *= grad[i];
+// G rounded to the input dtype; grad_input = G @ weight, grad_weight = G^T @ input (fp32 accumulate).
+TILEGRAD_API void fused_linear_cross_entropy_loss_grad(
+    const TensorView& grad, const TensorView& input, const TensorView& weight, const TensorView& target_mask,
+    const TensorView& masked_target, float label_smoothing, const TensorView* logits_max,
+    const TensorView* sum_exp_logits, const TensorView* softmax, const TensorView& grad_input,
+    const TensorView& grad_weight);
+
+// Single process: loss of cross_entropy(input @ weight^T, target, ignore_index, reduction) and both
+// gradients (for an upstream gradient of 1 per loss element) in one call, without the (BT, V) logits.
+// reduction: 0 none (loss shape (BT)), 1 mean, 2 sum (loss shape ()). loss is float32.
+TILEGRAD_API void fused_linear_cross_entropy(const TensorView& input, const TensorView& weight,
+                                             const TensorView& target, int64_t ignore_index, int64_t reduction,
+                                             const TensorView& loss, const TensorView& grad_input,
+                                             const TensorView& grad_weight);
+
+}  // namespace tilegrad

@@ -1,0 +1,48 @@
+// Row kernels shared by the fused linear cross-entropy family (OnlineMaxSum, CrossEntropyLossWithMaxSum,
+// LinearCrossEntropyLossGrad and the single-process fused op). GEMMs are not here: they go through
+// oneDNN (core/gemm.h). Each kernel handles one row (or row chunk); strides are in elements.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "tilegrad/tensor_view.hpp"
+
+namespace tilegrad::ops {
+
+// One row of the gradient block: g[j] = (q[j] - (j == target)) * grad, rounded once to out_dtype,
+// with q = exp(src[j] - max) / sum_exp (from_logits) or q = src[j] (a given softmax).
+struct FlceGradRow {
+  const float* src = nullptr;
+  int64_t src_stride = 1;
+  int64_t n = 0;
+  bool from_logits = false;
+  float max = 0.0f, sum_exp = 1.0f, grad = 0.0f;
+  int64_t target = -1;  // column inside this row chunk, or -1
+  DType out_dtype = DType::kFloat32;
+  void* out = nullptr;  // n contiguous elements; may be src itself (src_stride 1): written behind the reads
+};
+
+struct FlceKernels {
+  // Online max / sum-exp over one chunk of fp32 logits (contiguous): *max and *sum_exp are the
+  // running values of the row (start with -inf and 0). The chunk's own max is taken first, then
+  // sum_exp = sum_exp * exp(max_old - max_new) + sum_j exp(l[j] - max_new).
+  void (*online_max_sum)(const float* l, int64_t n, float* max, float* sum_exp);
+  // dst[j] (dtype, stride ds) = src[j] (fp32 contiguous) rounded once.
+  void (*cast_row)(const float* src, int64_t n, DType dtype, void* dst, int64_t ds);
+  // out[j] (fp32, stride os) = exp(x[j] - max) / sum_exp, x of dtype (fp32/fp16/bf16) with stride xs.
+  void (*softmax_row)(DType dtype, const void* x, int64_t xs, int64_t n, float max, float sum_exp, float* out,
+                      int64_t os);
+  void (*grad_row)(const FlceGradRow& row);
+};
+
+const FlceKernels* flce_kernels_scalar();
+const FlceKernels* flce_kernels_avx2();
+const FlceKernels* flce_kernels_avx512();
+
+inline const FlceKernels* flce_kernels(Isa isa) {
+  using Fn = const FlceKernels* (*)();
+  return core::KernelTable<Fn>{flce_kernels_scalar, flce_kernels_avx2, flce_kernels_avx512}.pick(isa)();
+}
+
+}  // namespace tilegrad::ops

@@ -1,0 +1,163 @@
+#include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace tilegrad::ops {
+namespace {
+
+uint64_t align64(uint64_t x) { return (x + 63) / 64 * 64; }
+
+// Splits n into near-equal chunks of about `target` (multiples of 16 unless the whole of n), never
+// smaller than min(n, kFlceMinChunk).
+int64_t balanced_chunk(int64_t n, int64_t target) {
+  if (n <= 0) return 0;
+  target = std::max<int64_t>(1, std::min(n, target));
+  int64_t num = (n + target - 1) / target;
+  if ((n + num - 1) / num < std::min(n, kFlceMinChunk)) num = std::max<int64_t>(1, n / kFlceMinChunk);
+  int64_t c = (n + num - 1) / num;
+  if (num > 1) c = std::min(n, (c + 15) / 16 * 16);
+  return c;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+// Chunks (outer, inner) for an n_outer x n_inner problem with `elem` bytes per block element:
+// the inner dimension whole when a block of min(n_outer, kFlceMinChunk) rows of it fits the budget,
+// then as many outer rows as fit, never fewer than kFlceMinChunk.
+void pick_chunks(int64_t n_outer, int64_t n_inner, int64_t elem, int64_t budget, int64_t* c_outer, int64_t* c_inner) {
+  budget = std::max<int64_t>(budget, 1);
+  const int64_t min_outer = std::min(n_outer, kFlceMinChunk);
+  int64_t ci = n_inner;
+  if (min_outer * n_inner * elem > budget)
+    ci = std::max(std::min(n_inner, kFlceMinChunk), budget / (elem * std::max<int64_t>(min_outer, 1)) / 64 * 64);
+  ci = balanced_chunk(n_inner, ci);
+  const int64_t co = std::max(min_outer, budget / (elem * std::max<int64_t>(ci, 1)));
+  *c_outer = balanced_chunk(n_outer, co);
+  *c_inner = ci;
+}
+
+}  // namespace
+
+namespace {
+int64_t env_bytes(const char* name, int64_t fallback, bool zero_ok) {
+  const char* env = std::getenv(name);
+  if (env && *env) {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (end && *end == '\0' && (v > 0 || (zero_ok && v == 0))) return v;
+  }
+  return fallback;
+}
+}  // namespace
+
+int64_t flce_budget() { return env_bytes("TILEGRAD_FLCE_BUDGET", kFlceDefaultBudget, false); }
+int64_t flce_whole_budget() { return env_bytes("TILEGRAD_FLCE_WHOLE_BUDGET", kFlceDefaultWholeBudget, true); }
+
+FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
+                                      bool weight_gemmable, int64_t budget_bytes, const core::Platform& platform) {
+  FlceForwardTiling t;
+  t.bt = bt;
+  t.h = h;
+  t.v = v;
+  t.threads = std::max(1, platform.threads);
+  t.isa = platform.isa;
+  if (bt == 0 || v == 0) return t;
+  // Rows are the outer dimension (a row's online max/sum needs its V chunks in order).
+  pick_chunks(bt, v, 4, budget_bytes, &t.bt_chunk, &t.v_chunk);
+  t.num_bt_chunks = ceil_div(bt, t.bt_chunk);
+  t.num_v_chunks = ceil_div(v, t.v_chunk);
+  uint64_t off = 0;
+  t.logits_offset = off;
+  t.logits_bytes = uint64_t(t.bt_chunk) * t.v_chunk * 4;
+  off += align64(t.logits_bytes);
+  if (!input_gemmable && h > 0) {
+    t.input_copy_offset = off;
+    t.input_copy_bytes = uint64_t(bt) * h * dtype_size;
+    off += align64(t.input_copy_bytes);
+  }
+  if (!weight_gemmable && h > 0) {
+    t.weight_copy_offset = off;
+    t.weight_copy_bytes = uint64_t(v) * h * dtype_size;
+    off += align64(t.weight_copy_bytes);
+  }
+  t.workspace_bytes = off;
+  return t;
+}
+
+namespace {
+
+FlceGradTiling grad_tiling_for_order(int64_t bt, int64_t h, int64_t v, int64_t dsize, bool recompute, bool in_ok,
+                                     bool w_ok, bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p,
+                                     bool v_outer) {
+  FlceGradTiling t;
+  t.bt = bt;
+  t.h = h;
+  t.v = v;
+  t.recompute = recompute;
+  t.v_outer = v_outer;
+  t.threads = std::max(1, p.threads);
+  t.isa = p.isa;
+  if (bt == 0 || v == 0 || h == 0) return t;
+  const bool g_aliases_logits = recompute && dsize == 4;
+  const int64_t elem = (recompute ? 4 : 0) + (g_aliases_logits ? 0 : dsize);
+  if (v_outer) pick_chunks(v, bt, elem, budget, &t.v_chunk, &t.bt_chunk);
+  else pick_chunks(bt, v, elem, budget, &t.bt_chunk, &t.v_chunk);
+  t.num_bt_chunks = ceil_div(bt, t.bt_chunk);
+  t.num_v_chunks = ceil_div(v, t.v_chunk);
+  t.grad_input_direct = t.num_v_chunks == 1 && gin_ok;
+  t.grad_weight_direct = t.num_bt_chunks == 1 && gw_ok;
+  t.acc_input_rows = t.grad_input_direct ? 0 : (v_outer ? bt : t.bt_chunk);
+  t.acc_weight_rows = t.grad_weight_direct ? 0 : (v_outer ? t.v_chunk : v);
+  const uint64_t block = uint64_t(t.bt_chunk) * t.v_chunk;
+  uint64_t off = 0;
+  if (recompute) {
+    t.logits_offset = off;
+    t.logits_bytes = block * 4;
+    off += align64(t.logits_bytes);
+  }
+  if (g_aliases_logits) {
+    t.g_offset = t.logits_offset;
+    t.g_bytes = t.logits_bytes;
+  } else {
+    t.g_offset = off;
+    t.g_bytes = block * dsize;
+    off += align64(t.g_bytes);
+  }
+  t.acc_input_offset = off;
+  t.acc_input_bytes = uint64_t(t.acc_input_rows) * h * 4;
+  off += align64(t.acc_input_bytes);
+  t.acc_weight_offset = off;
+  t.acc_weight_bytes = uint64_t(t.acc_weight_rows) * h * 4;
+  off += align64(t.acc_weight_bytes);
+  if (!in_ok) {
+    t.input_copy_offset = off;
+    t.input_copy_bytes = uint64_t(bt) * h * dsize;
+    off += align64(t.input_copy_bytes);
+  }
+  if (!w_ok) {
+    t.weight_copy_offset = off;
+    t.weight_copy_bytes = uint64_t(v) * h * dsize;
+    off += align64(t.weight_copy_bytes);
+  }
+  t.workspace_bytes = off;
+  return t;
+}
+
+}  // namespace
+
+FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute,
+                                bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
+                                bool grad_weight_gemmable, int64_t budget_bytes, const core::Platform& platform,
+                                int force_order) {
+  const auto make = [&](bool v_outer) {
+    return grad_tiling_for_order(bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
+                                 grad_input_gemmable, grad_weight_gemmable, budget_bytes, platform, v_outer);
+  };
+  if (force_order == 1) return make(true);
+  if (force_order == 2) return make(false);
+  FlceGradTiling a = make(true), b = make(false);
+  return b.workspace_bytes < a.workspace_bytes ? b : a;
+}
+
+}  // namespace tilegrad::ops

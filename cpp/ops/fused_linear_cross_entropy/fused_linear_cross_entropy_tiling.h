@@ -1,0 +1,69 @@
+// Tilings of the fused linear cross-entropy family: pure functions of the shapes, the dtype size,
+// which operands oneDNN can take in place, a memory budget and the Platform.
+//
+// Forward (OnlineMaxSum): blocks of (bt_chunk x v_chunk) fp32 logits, one GEMM each, then the
+// online max / sum-exp per row. Gradient: blocks of (bt_chunk x v_chunk); per block G (fp32 ->
+// input dtype) then grad_input += G @ W_chunk and grad_weight += G^T @ X_chunk. The loop order picks
+// the smaller fp32 accumulator: V-outer keeps grad_weight complete per V chunk and accumulates
+// grad_input (BT x H fp32) across V chunks; BT-outer the reverse (V x H fp32). A gradient whose
+// summation is not split across chunks is written by its GEMM directly (no accumulator).
+#pragma once
+
+#include <cstdint>
+
+#include "core/platform.h"
+#include "tilegrad/export.h"
+
+namespace tilegrad::ops {
+
+constexpr int64_t kFlceDefaultBudget = int64_t(16) << 20;  // bytes for one block of logits / G
+constexpr int64_t kFlceMinChunk = 256;                     // rows per chunk, when the dimension has them
+
+// The block budget the operators use: TILEGRAD_FLCE_BUDGET (bytes, read at each phase 1) or
+// kFlceDefaultBudget. It bounds the logits / G block; accumulators come on top.
+int64_t flce_budget();
+// The single-process op keeps the whole (BT x V) fp32 logits (three GEMMs instead of four) when they
+// fit this many bytes: TILEGRAD_FLCE_WHOLE_BUDGET (0 disables) or kFlceDefaultWholeBudget.
+constexpr int64_t kFlceDefaultWholeBudget = int64_t(64) << 20;
+int64_t flce_whole_budget();
+
+struct FlceForwardTiling {
+  int64_t bt = 0, h = 0, v = 0;
+  int64_t bt_chunk = 0, v_chunk = 0, num_bt_chunks = 0, num_v_chunks = 0;
+  uint64_t logits_offset = 0, logits_bytes = 0;          // fp32 block, ld v_chunk
+  uint64_t input_copy_offset = 0, input_copy_bytes = 0;  // contiguous copy when oneDNN can't take the view
+  uint64_t weight_copy_offset = 0, weight_copy_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  int threads = 1;
+  Isa isa = Isa::kScalar;
+};
+
+TILEGRAD_API FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
+                                                   bool input_gemmable, bool weight_gemmable, int64_t budget_bytes,
+                                                   const core::Platform& platform);
+
+struct FlceGradTiling {
+  int64_t bt = 0, h = 0, v = 0;
+  bool recompute = false;  // memory-saving mode: logits recomputed per block
+  bool v_outer = true;     // loop order
+  int64_t bt_chunk = 0, v_chunk = 0, num_bt_chunks = 0, num_v_chunks = 0;
+  bool grad_input_direct = false, grad_weight_direct = false;  // GEMM writes the output itself
+  int64_t acc_input_rows = 0, acc_weight_rows = 0;             // fp32 accumulators (rows x H)
+  uint64_t logits_offset = 0, logits_bytes = 0;                // fp32 block (recompute only)
+  uint64_t g_offset = 0, g_bytes = 0;                          // G block in the input dtype, ld v_chunk
+  uint64_t acc_input_offset = 0, acc_input_bytes = 0;
+  uint64_t acc_weight_offset = 0, acc_weight_bytes = 0;
+  uint64_t input_copy_offset = 0, input_copy_bytes = 0;
+  uint64_t weight_copy_offset = 0, weight_copy_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  int threads = 1;
+  Isa isa = Isa::kScalar;
+};
+
+// force_order: 0 = pick the smaller workspace, 1 = V-outer, 2 = BT-outer (tests).
+TILEGRAD_API FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute,
+                                             bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
+                                             bool grad_weight_gemmable, int64_t budget_bytes,
+                                             const core::Platform& platform, int force_order = 0);
+
+}  // namespace tilegrad::ops

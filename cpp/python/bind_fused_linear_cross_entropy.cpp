@@ -1,0 +1,132 @@
+// Python binding of the single-process fused linear cross entropy, plus the tiling test hooks of
+// the whole family (_flce_forward_tiling, _flce_grad_tiling).
+#include <pybind11/pybind11.h>
+
+#include "core/gemm.h"
+#include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
+#include "py_tensor.h"
+#include "tilegrad/fused_linear_cross_entropy.hpp"
+
+namespace py = pybind11;
+using namespace tilegrad;
+
+namespace {
+bool is_float(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
+
+core::Platform platform(int threads, const std::string& isa) {
+  return py_support::platform_from(threads, 32 << 10, 1 << 20, 32 << 20, isa);
+}
+}  // namespace
+
+void bind_fused_linear_cross_entropy(py::module_& m) {
+  m.def(
+      "fused_linear_cross_entropy",
+      [](const py::object& input, const py::object& weight, const py::object& target, int64_t ignore_index,
+         int64_t reduction) {
+        const TensorView x = py_support::view_of(input, "input");
+        const TensorView w = py_support::view_of(weight, "weight");
+        const TensorView t = py_support::view_of(target, "target");
+        const DType dt = is_float(x.dtype) ? x.dtype : DType::kFloat32;
+        const int64_t bt = x.rank() >= 1 ? x.shape[0] : 0, h = x.rank() >= 2 ? x.shape[1] : 0;
+        const int64_t v = w.rank() >= 1 ? w.shape[0] : 0;
+        py::array loss = py_support::allocate({DType::kFloat32, reduction == 0 ? std::vector<int64_t>{bt}
+                                                                                 : std::vector<int64_t>{}});
+        py::array gi = py_support::allocate({dt, {bt, h}});
+        py::array gw = py_support::allocate({dt, {v, h}});
+        const TensorView vl = py_support::view_of(loss, "loss", true);
+        const TensorView vgi = py_support::view_of(gi, "grad_input", true);
+        const TensorView vgw = py_support::view_of(gw, "grad_weight", true);
+        {
+          py::gil_scoped_release release;
+          fused_linear_cross_entropy(x, w, t, ignore_index, reduction, vl, vgi, vgw);
+        }
+        return py::make_tuple(loss, gi, gw);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("target"), py::arg("ignore_index") = -100,
+      py::arg("reduction") = 1);
+
+  // Benchmark hook: out = a @ b through the same oneDNN wrapper the operators use (the GEMM ceiling);
+  // returns oneDNN's implementation name.
+  m.def(
+      "_onednn_matmul",
+      [](const py::object& a, const py::object& b, const py::object& out, int threads) {
+        const TensorView va = py_support::view_of(a, "a"), vb = py_support::view_of(b, "b");
+        const TensorView vc = py_support::view_of(out, "out", true);
+        if (va.rank() != 2 || vb.rank() != 2 || vc.rank() != 2) throw py::value_error("2-D arrays expected");
+        const auto mat = [](const TensorView& t) {
+          return core::GemmMatrix(t.data, t.dtype, t.shape[0], t.shape[1], t.strides[0], t.strides[1]);
+        };
+        std::string impl;
+        {
+          py::gil_scoped_release release;
+          core::gemm(mat(va), mat(vb), mat(vc), false, threads);
+          impl = core::gemm_implementation(mat(va), mat(vb), mat(vc), false, threads);
+        }
+        return impl;
+      },
+      py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"));
+
+  m.def(
+      "_flce_forward_tiling",
+      [](int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable, bool weight_gemmable,
+         int64_t budget, int threads, const std::string& isa) {
+        const auto t = ops::flce_forward_tiling(bt, h, v, dtype_size, input_gemmable, weight_gemmable, budget,
+                                                platform(threads, isa));
+        py::dict d;
+        d["bt_chunk"] = t.bt_chunk;
+        d["v_chunk"] = t.v_chunk;
+        d["num_bt_chunks"] = t.num_bt_chunks;
+        d["num_v_chunks"] = t.num_v_chunks;
+        d["logits_offset"] = t.logits_offset;
+        d["logits_bytes"] = t.logits_bytes;
+        d["input_copy_offset"] = t.input_copy_offset;
+        d["input_copy_bytes"] = t.input_copy_bytes;
+        d["weight_copy_offset"] = t.weight_copy_offset;
+        d["weight_copy_bytes"] = t.weight_copy_bytes;
+        d["workspace_bytes"] = t.workspace_bytes;
+        d["threads"] = t.threads;
+        return d;
+      },
+      py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("input_gemmable") = true,
+      py::arg("weight_gemmable") = true, py::arg("budget") = ops::kFlceDefaultBudget, py::arg("threads") = 2,
+      py::arg("isa") = "avx512");
+
+  m.def(
+      "_flce_grad_tiling",
+      [](int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute, bool input_gemmable,
+         bool weight_gemmable, bool grad_input_gemmable, bool grad_weight_gemmable, int64_t budget, int threads,
+         const std::string& isa, int force_order) {
+        const auto t = ops::flce_grad_tiling(bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
+                                             grad_input_gemmable, grad_weight_gemmable, budget, platform(threads, isa),
+                                             force_order);
+        py::dict d;
+        d["recompute"] = t.recompute;
+        d["v_outer"] = t.v_outer;
+        d["bt_chunk"] = t.bt_chunk;
+        d["v_chunk"] = t.v_chunk;
+        d["num_bt_chunks"] = t.num_bt_chunks;
+        d["num_v_chunks"] = t.num_v_chunks;
+        d["grad_input_direct"] = t.grad_input_direct;
+        d["grad_weight_direct"] = t.grad_weight_direct;
+        d["acc_input_rows"] = t.acc_input_rows;
+        d["acc_weight_rows"] = t.acc_weight_rows;
+        d["logits_offset"] = t.logits_offset;
+        d["logits_bytes"] = t.logits_bytes;
+        d["g_offset"] = t.g_offset;
+        d["g_bytes"] = t.g_bytes;
+        d["acc_input_offset"] = t.acc_input_offset;
+        d["acc_input_bytes"] = t.acc_input_bytes;
+        d["acc_weight_offset"] = t.acc_weight_offset;
+        d["acc_weight_bytes"] = t.acc_weight_bytes;
+        d["input_copy_offset"] = t.input_copy_offset;
+        d["input_copy_bytes"] = t.input_copy_bytes;
+        d["weight_copy_offset"] = t.weight_copy_offset;
+        d["weight_copy_bytes"] = t.weight_copy_bytes;
+        d["workspace_bytes"] = t.workspace_bytes;
+        return d;
+      },
+      py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("recompute") = true,
+      py::arg("input_gemmable") = true, py::arg("weight_gemmable") = true, py::arg("grad_input_gemmable") = true,
+      py::arg("grad_weight_gemmable") = true, py::arg("budget") = ops::kFlceDefaultBudget, py::arg("threads") = 2,
+      py::arg("isa") = "avx512", py::arg("force_order") = 0);
+}
