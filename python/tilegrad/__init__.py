@@ -17,6 +17,7 @@ from ._runtime import (
     set_num_threads,
 )
 from ._paths import get_cmake_dir, get_include, get_library
+from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -25,6 +26,8 @@ __all__ = [
     "__version__",
     "active_isa",
     "build_info",
+    "cross_entropy_loss",
+    "cross_entropy_loss_grad",
     "detected_isa",
     "get_cmake_dir",
     "get_include",

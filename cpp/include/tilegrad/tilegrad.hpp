@@ -1,6 +1,7 @@
 // Umbrella header of the native C++ API.
 #pragma once
 
+#include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
 #include "tilegrad/status.hpp"

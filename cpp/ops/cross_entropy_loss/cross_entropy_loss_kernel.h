@@ -1,0 +1,39 @@
+// Cross-entropy forward kernels over one contiguous chunk of one row:
+//   stats:    max_j x_j, sum_j exp(x_j - max) (0 when max = -inf), and optionally sum_j w_j x_j;
+//   log_prob: out_j = x_j - lse, rounded once to the dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "tilegrad/tensor_view.hpp"
+
+namespace tilegrad::ops {
+
+struct CeRowStats {
+  float max = 0, sum_exp = 0, sum_wx = 0;
+};
+
+// w: weights of the chunk's columns (contiguous) or null for ones; sum_wx only when want_wx.
+using CeStatsFn = CeRowStats (*)(DType dtype, const char* x, int64_t n, const float* w, bool want_wx);
+using CeLogProbFn = void (*)(DType dtype, const char* x, char* out, int64_t n, float lse, bool streaming_stores);
+
+CeRowStats cross_entropy_loss_stats_scalar(DType, const char*, int64_t, const float*, bool);
+CeRowStats cross_entropy_loss_stats_avx2(DType, const char*, int64_t, const float*, bool);
+CeRowStats cross_entropy_loss_stats_avx512(DType, const char*, int64_t, const float*, bool);
+void cross_entropy_loss_log_prob_scalar(DType, const char*, char*, int64_t, float, bool);
+void cross_entropy_loss_log_prob_avx2(DType, const char*, char*, int64_t, float, bool);
+void cross_entropy_loss_log_prob_avx512(DType, const char*, char*, int64_t, float, bool);
+
+inline CeStatsFn cross_entropy_loss_stats_kernel(Isa isa) {
+  return core::KernelTable<CeStatsFn>{cross_entropy_loss_stats_scalar, cross_entropy_loss_stats_avx2,
+                                      cross_entropy_loss_stats_avx512}
+      .pick(isa);
+}
+inline CeLogProbFn cross_entropy_loss_log_prob_kernel(Isa isa) {
+  return core::KernelTable<CeLogProbFn>{cross_entropy_loss_log_prob_scalar, cross_entropy_loss_log_prob_avx2,
+                                        cross_entropy_loss_log_prob_avx512}
+      .pick(isa);
+}
+
+}  // namespace tilegrad::ops
