@@ -12,13 +12,14 @@ void bind_cross_entropy_loss(py::module_& m) {
   m.def(
       "cross_entropy_loss",
       [](const py::object& input, const py::object& target, const py::object& weight, const std::string& reduction,
-         int64_t ignore_index, double label_smoothing, double lse_square_scale_for_zloss, bool return_zloss) {
+         int64_t ignore_index, double label_smoothing, double lse_square_scale_for_zloss, bool return_zloss,
+         const py::object& out) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView t = py_support::view_of(target, "target");
         const TensorView w = py_support::optional_view_of(weight, "weight");
         const CrossEntropyLossOutputSpecs specs = cross_entropy_loss_output_specs(x, t, reduction);
         py::array loss = py_support::allocate(specs.loss);
-        py::array log_prob = py_support::allocate(specs.log_prob);
+        py::object log_prob = out.is_none() ? py::object(py_support::allocate(specs.log_prob)) : out;
         py::object zloss = py::none(), lse = py::none();
         TensorView zv, lv;
         if (return_zloss) {
@@ -42,7 +43,7 @@ void bind_cross_entropy_loss(py::module_& m) {
       },
       py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = "mean",
       py::arg("ignore_index") = -100, py::arg("label_smoothing") = 0.0, py::arg("lse_square_scale_for_zloss") = 0.0,
-      py::arg("return_zloss") = false);
+      py::arg("return_zloss") = false, py::arg("out") = py::none());
 
   m.def(
       "_cross_entropy_loss_tiling",

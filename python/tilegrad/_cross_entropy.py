@@ -9,8 +9,8 @@ from . import _core
 
 def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[np.ndarray] = None,
                        reduction: str = "mean", ignore_index: int = -100, label_smoothing: float = 0.0,
-                       lse_square_scale_for_zloss: float = 0.0, return_zloss: bool = False
-                       ) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+                       lse_square_scale_for_zloss: float = 0.0, return_zloss: bool = False, *,
+                       out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """Log-softmax and (weighted, label-smoothed, z-loss) cross entropy of class-index targets.
 
     With ``lse_i = log sum_c exp(x_ic)``, ``log_prob = x - lse``, ``m_i = (t_i != ignore_index)``
@@ -39,6 +39,7 @@ def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[n
         lse_square_scale_for_zloss: z-loss scale ``z`` (0 disables it).
         return_zloss: also return ``zloss`` (the z-terms alone, reduced like the loss) and
             ``lse`` (N,), the log-sum-exp per row that ``cross_entropy_loss_grad`` takes.
+        out: optional array (N, C) of ``input``'s dtype (any strides) that receives ``log_prob``.
 
     Returns:
         ``(loss, log_prob, zloss, lse)``, all of ``input``'s dtype; ``loss`` and ``zloss`` are 0-d
@@ -48,7 +49,7 @@ def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[n
     chunks); accumulations in float32/float64, each output rounded once. The GIL is released.
     """
     return tuple(_core.cross_entropy_loss(input, target, weight, reduction, ignore_index, label_smoothing,
-                                          lse_square_scale_for_zloss, return_zloss))
+                                          lse_square_scale_for_zloss, return_zloss, out))
 
 
 def cross_entropy_loss_grad(grad_loss, log_prob: np.ndarray, target: np.ndarray,

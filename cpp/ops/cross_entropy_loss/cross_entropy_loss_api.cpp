@@ -105,7 +105,8 @@ ce::Reduction validate(const LossArgs& a) {
       {"input", &a.input}, {"target", &a.target}, {"weightOptional", &a.weight}};
   for (size_t k = 0; k < 4; ++k) {
     if (!present(*outs[k].second)) continue;
-    core::require_no_self_overlap(kOp, outs[k].first, *outs[k].second);
+    // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
+    if (outs[k].second->numel() > 0) core::require_no_self_overlap(kOp, outs[k].first, *outs[k].second);
     for (const auto& in : ins)
       if (present(*in.second))
         core::require_no_partial_overlap(kOp, outs[k].first, *outs[k].second, in.first, *in.second, false);

@@ -87,7 +87,8 @@ ce::Reduction validate(const GradArgs& a) {
   // attributes
   r = ce::require_attributes(kOp, a.reduction, a.label_smoothing);
   // the output against itself and the inputs (xGradOut may be logProb itself)
-  core::require_no_self_overlap(kOp, "xGradOut", a.x_grad);
+  // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
+  if (a.x_grad.numel() > 0) core::require_no_self_overlap(kOp, "xGradOut", a.x_grad);
   core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "logProb", a.log_prob, true);
   core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "gradLoss", a.grad_loss, false);
   core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "target", a.target, false);

@@ -24,7 +24,7 @@ CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t 
   } else {
     // Few long rows: split the columns too (each element's math does not depend on the split).
     t.rows_per_tile = 1;
-    const int64_t want = (threads + rows - 1) / rows;
+    const int64_t want = threads / rows;  // chunks per row; tiles never exceed threads
     int64_t chunk = (cols + want - 1) / want;
     chunk = (chunk + kAlign - 1) / kAlign * kAlign;
     t.chunk_cols = std::min(chunk, cols);
