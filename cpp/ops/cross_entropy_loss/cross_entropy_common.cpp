@@ -100,14 +100,15 @@ TargetScan scan_targets(const char* op, const TensorView& target, const TensorVi
                         int64_t ignore_index) {
   TargetScan s;
   const int64_t n = target.shape.empty() ? 0 : target.shape[0];
-  const bool has_weight = weight.data != nullptr;
+  const float* w = static_cast<const float*>(weight.data);  // fp32 (validated) or null
+  const int64_t ws = weight.data != nullptr && classes > 1 ? weight.strides[0] : 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = load_target(target, i);
     if (t == ignore_index) continue;
     if (t < 0 || t >= classes)
       core::fail_index(op, ": target[", i, "] = ", t, " is out of range [0, ", classes, ") and is not ignoreIndex ",
                        ignore_index);
-    s.weight_sum += has_weight ? static_cast<double>(load_float(weight, t)) : 1.0;
+    s.weight_sum += w ? static_cast<double>(w[t * ws]) : 1.0;
     ++s.kept;
   }
   return s;
@@ -115,8 +116,11 @@ TargetScan scan_targets(const char* op, const TensorView& target, const TensorVi
 
 double weight_total(const TensorView& weight, int64_t classes) {
   if (weight.data == nullptr) return static_cast<double>(classes);
+  // fp32 (validated); strided access through the stride, summed in index order.
+  const float* w = static_cast<const float*>(weight.data);
+  const int64_t stride = classes > 1 ? weight.strides[0] : 1;
   double total = 0;
-  for (int64_t c = 0; c < classes; ++c) total += load_float(weight, c);
+  for (int64_t c = 0; c < classes; ++c) total += w[c * stride];
   return total;
 }
 
