@@ -13,7 +13,8 @@
 namespace tilegrad::ops {
 namespace {
 
-template <int Degree>
+// NonPositive: the caller guarantees x <= 0 or NaN (x minus its row maximum), so the upper clamp is skipped.
+template <int Degree, bool NonPositive = false>
 struct ScaledExp {
   static_assert(Degree == 4 || Degree == 5, "fitted degrees: 4 and 5");
   simd::VF k[Degree + 1];
@@ -31,7 +32,8 @@ struct ScaledExp {
   simd::VF operator()(simd::VF x, simd::VF addend) const {
     using namespace simd;
     constexpr float kShifter = 12583039.0f;  // 1.5 * 2^23 + 127
-    x = max_nan_x(set1(-88.0f), min_nan_x(set1(88.7f), x));
+    if (!NonPositive) x = min_nan_x(set1(88.7f), x);
+    x = max_nan_x(set1(-88.0f), x);
     const VF t = fma(x, set1(1.44269504088896341f), set1(kShifter));
     const VF n = t - set1(kShifter);
     VF r = fma(n, set1(-0.693359375f), x);
