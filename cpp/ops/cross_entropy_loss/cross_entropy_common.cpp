@@ -38,6 +38,21 @@ const char* reduction_name(Reduction r) {
   }
 }
 
+void require_loss_shape(const char* op, const char* arg, const TensorView& t, Reduction r, int64_t n) {
+  if (r == Reduction::kNone)
+    core::check(t.rank() == 1 && t.shape[0] == n, op, ": ", arg, " shape ", shape_str(t.shape), " must be [", n,
+                "] (N) for reduction none");
+  else
+    core::check(t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1), op, ": ", arg, " shape ", shape_str(t.shape),
+                " must be [] or [1] for reduction ", reduction_name(r));
+}
+
+void require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
+                        const TensorView& ref) {
+  core::check(t.dtype == ref.dtype, op, ": ", arg, " dtype ", dtype_name(t.dtype), " != ", ref_arg, " dtype ",
+              dtype_name(ref.dtype));
+}
+
 namespace {
 inline const char* element(const TensorView& t, int64_t index) {
   // 1-d (or 0-d) views only: index along the single dim.

@@ -18,6 +18,16 @@ bool parse_reduction(const char* s, Reduction* out);
 Reduction require_attributes(const char* op, const char* reduction, double label_smoothing);
 const char* reduction_name(Reduction r);
 
+// An optional tensor was given (C ABI: non-null; C++/Python: not an empty TensorView).
+inline bool present(const TensorView& t) { return t.dtype != DType::kUndefined || t.data != nullptr; }
+
+// A loss-shaped tensor (loss, zloss, gradLoss, gradZloss): (N) for none, 0-d or (1) for mean and sum.
+void require_loss_shape(const char* op, const char* arg, const TensorView& t, Reduction r, int64_t n);
+
+// `arg` has the dtype of the reference tensor `ref_arg` (161002 naming both).
+void require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
+                        const TensorView& ref);
+
 // One element of a strided float tensor (fp32/fp16/bf16) / integer target (int32/int64).
 float load_float(const TensorView& t, int64_t index);
 void store_float(const TensorView& t, int64_t index, float value);

@@ -30,20 +30,14 @@ struct LossArgs {
   double label_smoothing = 0, zscale = 0;
 };
 
-bool present(const TensorView& t) { return t.dtype != DType::kUndefined || t.data != nullptr; }
+using ce::present;
 
 void require_input_dtype(const char* arg, const TensorView& t, const TensorView& input) {
-  core::check(t.dtype == input.dtype, kOp, ": ", arg, " dtype ", dtype_name(t.dtype), " != input dtype ",
-              dtype_name(input.dtype));
+  ce::require_same_dtype(kOp, arg, t, "input", input);
 }
 
 void require_loss_shape(const char* arg, const TensorView& t, ce::Reduction r, int64_t n) {
-  if (r == ce::Reduction::kNone)
-    core::check(t.rank() == 1 && t.shape[0] == n, kOp, ": ", arg, " shape ", shape_str(t.shape), " must be [", n,
-                "] (N) for reduction none");
-  else
-    core::check(t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1), kOp, ": ", arg, " shape ", shape_str(t.shape),
-                " must be [] or [1] for reduction ", ce::reduction_name(r));
+  ce::require_loss_shape(kOp, arg, t, r, n);
 }
 
 void validate_inputs(const TensorView& input, const TensorView& target, const TensorView& weight) {

@@ -29,22 +29,14 @@ struct GradArgs {
   double label_smoothing = 0, zscale = 0;
 };
 
-bool present(const TensorView& t) { return t.dtype != DType::kUndefined || t.data != nullptr; }
+using ce::present;
 
 void require_same_dtype(const char* arg, const TensorView& t, const TensorView& log_prob) {
-  core::check(t.dtype == log_prob.dtype, kOp, ": ", arg, " dtype ", dtype_name(t.dtype), " != logProb dtype ",
-              dtype_name(log_prob.dtype));
+  ce::require_same_dtype(kOp, arg, t, "logProb", log_prob);
 }
 
-// gradLoss / gradZloss: (N) for none; 0-d or (1) for mean and sum.
 void require_loss_shape(const char* arg, const TensorView& t, ce::Reduction r, int64_t n) {
-  if (r == ce::Reduction::kNone) {
-    core::check(t.rank() == 1 && t.shape[0] == n, kOp, ": ", arg, " shape ", shape_str(t.shape),
-                " must be [", n, "] (N) for reduction none");
-  } else {
-    core::check(t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1), kOp, ": ", arg, " shape ", shape_str(t.shape),
-                " must be [] or [1] for reduction ", ce::reduction_name(r));
-  }
+  ce::require_loss_shape(kOp, arg, t, r, n);
 }
 
 // Validation in the SEMANTICS order: dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
