@@ -61,9 +61,8 @@ inline const char* element(const TensorView& t, int64_t index) {
 }
 }  // namespace
 
-float load_float(const TensorView& t, int64_t index) {
-  const char* p = element(t, index);
-  switch (t.dtype) {
+float load_float_at(DType dtype, const void* p) {
+  switch (dtype) {
     case DType::kFloat32: {
       float v;
       std::memcpy(&v, p, 4);
@@ -81,6 +80,8 @@ float load_float(const TensorView& t, int64_t index) {
     }
   }
 }
+
+float load_float(const TensorView& t, int64_t index) { return load_float_at(t.dtype, element(t, index)); }
 
 void store_float(const TensorView& t, int64_t index, float value) {
   char* p = const_cast<char*>(element(t, index));

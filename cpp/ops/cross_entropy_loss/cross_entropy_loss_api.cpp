@@ -215,7 +215,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
     double l = 0, zt = 0;
     if (ti != a_.ignore_index) {
       const double wt = a_.weight.data ? ce::load_float(a_.weight, ti) : 1.0;
-      const double xt = load_elem(in_elem(i, ti));
+      const double xt = ce::load_float_at(a_.input.dtype, in_elem(i, ti));
       l = (1.0 - ls) * (-wt * (xt - lse));
       if (ls > 0) l += (ls / static_cast<double>(cols_)) * (-(wx - lse * wtotal));
       if (z != 0) zt = z * lse * lse;
@@ -223,11 +223,6 @@ class CrossEntropyLossLaunch final : public core::Launch {
     row_loss[i] = l;
     row_z[i] = zt;
     row_lse[i] = lse;
-  }
-
-  double load_elem(const char* p) const {
-    TensorView v(const_cast<char*>(p), a_.input.dtype, {1});
-    return ce::load_float(v, 0);
   }
 
   void finish(const ce::TargetScan& scan, const double* row_loss, const double* row_z, const double* row_lse) {
