@@ -18,7 +18,8 @@ inline bool cpu_has_avx512bf16() {
 #define TILEGRAD_CE_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
 TILEGRAD_CE_BF16_TARGET inline __m256i to_bf16_fast(simd::VF v) {
-  const __mmask16 tiny = _mm512_cmp_ps_mask(simd::abs(v).v, _mm512_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+  // lanes with a zero exponent field (zero or subnormal): exact path (rare; exact zeros included)
+  const __mmask16 tiny = _mm512_testn_epi32_mask(_mm512_castps_si512(v.v), _mm512_set1_epi32(0x7f800000));
   if (__builtin_expect(tiny != 0, 0)) return simd::to_bf16(v);
   return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v.v));
 }

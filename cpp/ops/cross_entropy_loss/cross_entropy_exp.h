@@ -2,9 +2,11 @@
 // simd_<isa>.h). Built for log-probabilities and shifted logits (x <= 0), safe for any x:
 //   x = n ln2 + r, |r| <= ln2/2, n from the shifter trick (t = x log2e + 1.5*2^23 + 127 leaves n + 127
 //   in t's low bits, so 2^n = as_float((n + 127) << 23) costs one integer shift); r by the two-constant
-//   Cody-Waite split; exp(r) = 1 + r q(r) with a minimax q whose coefficients are pre-multiplied by c
-//   once per row. Degree 5: 1.7e-7 relative error (fp32 results), degree 4: 2.9e-6 (fp16/bf16 results,
-//   below a quarter of their rounding step). x is clamped to [-88, 88.7]: x <= -88 (and -inf) gives
+//   Cody-Waite split for degree 5, one constant below (adds <= 2.4e-7 relative); exp(r) = 1 + r q(r)
+//   with a minimax q whose coefficients are pre-multiplied by c once per row. Degree 5: 1.7e-7
+//   relative error (fp32 results); degree 4: 2.9e-6 (fp16/bf16 results, below a quarter of their
+//   rounding step); degree 3: 1.0e-4 (bf16 results free of cancellation, 1/20 of a bf16 rounding
+//   step). x is clamped to [-88, 88.7]: x <= -88 (and -inf) gives
 //   exactly a (exp below 2^-126 flushes to 0), x >= 88.4 gives inf, NaN propagates. Compared with
 //   simd::exp (vmath.h) this moves the 2^n scaling and the clamps off the FMA pipes: 4 + degree
 //   multiply-adds per vector instead of 12.
@@ -16,7 +18,7 @@ namespace {
 // NonPositive: the caller guarantees x <= 0 or NaN (x minus its row maximum), so the upper clamp is skipped.
 template <int Degree, bool NonPositive = false>
 struct ScaledExp {
-  static_assert(Degree == 4 || Degree == 5, "fitted degrees: 4 and 5");
+  static_assert(Degree >= 3 && Degree <= 5, "fitted degrees: 3, 4 and 5");
   simd::VF k[Degree + 1];
 
   explicit ScaledExp(float c) {
@@ -25,7 +27,8 @@ struct ScaledExp {
                                         4.1898161173e-02f, 8.2902722061e-03f};
     static constexpr float kCoef4[5] = {1.0f, 9.9996680021e-01f, 5.0003021955e-01f, 1.6787591577e-01f,
                                         4.1513685137e-02f};
-    const float* coef = Degree == 5 ? kCoef5 : kCoef4;
+    static constexpr float kCoef3[4] = {1.0f, 1.0001962185e+00f, 5.0413453579e-01f, 1.6517829895e-01f};
+    const float* coef = Degree == 5 ? kCoef5 : Degree == 4 ? kCoef4 : kCoef3;
     for (int i = 0; i <= Degree; ++i) k[i] = simd::set1(c * coef[i]);
   }
 
@@ -36,8 +39,13 @@ struct ScaledExp {
     x = max_nan_x(set1(-88.0f), x);
     const VF t = fma(x, set1(1.44269504088896341f), set1(kShifter));
     const VF n = t - set1(kShifter);
-    VF r = fma(n, set1(-0.693359375f), x);
-    r = fma(n, set1(2.12194440e-4f), r);
+    VF r;
+    if (Degree == 5) {
+      r = fma(n, set1(-0.693359375f), x);
+      r = fma(n, set1(2.12194440e-4f), r);
+    } else {
+      r = fma(n, set1(-0.693147182f), x);
+    }
     VF p = k[Degree];
     for (int i = Degree - 1; i >= 0; --i) p = fma(p, r, k[i]);
     return fma(p, as_float(sll(as_int(t), 23)), addend);
