@@ -52,6 +52,11 @@ def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[n
                                           lse_square_scale_for_zloss, return_zloss, out))
 
 
+def _is_number(value) -> bool:
+    """A Python or NumPy scalar (not an array, not a bool)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def cross_entropy_loss_grad(grad_loss, log_prob: np.ndarray, target: np.ndarray,
                             weight: Optional[np.ndarray] = None, grad_zloss=None,
                             lse_for_zloss: Optional[np.ndarray] = None, reduction: str = "mean",
@@ -74,7 +79,7 @@ def cross_entropy_loss_grad(grad_loss, log_prob: np.ndarray, target: np.ndarray,
 
     Args:
         grad_loss: upstream gradient of the loss: (N,) for none, 0-d or (1,) for mean/sum (a Python
-            number is accepted and converted to a 0-d array of ``log_prob``'s dtype).
+            or NumPy scalar is accepted and converted to a 0-d array of ``log_prob``'s dtype).
         log_prob: (N, C) float32, float16 or bfloat16; any strides.
         target: (N,) int64 or int32; out of range (and not ``ignore_index``) raises ``IndexError``.
         weight: optional (C,) float32 class weights.
@@ -90,9 +95,10 @@ def cross_entropy_loss_grad(grad_loss, log_prob: np.ndarray, target: np.ndarray,
     true-class term enters the same fp32 fma as ``p`` (no bf16 ``p - 1`` cancellation); the mean
     divisor is summed in row order, so results do not depend on the thread count.
     """
-    if isinstance(grad_loss, (int, float)) and isinstance(log_prob, np.ndarray):
-        grad_loss = np.asarray(grad_loss, dtype=log_prob.dtype)
-    if isinstance(grad_zloss, (int, float)) and isinstance(log_prob, np.ndarray):
-        grad_zloss = np.asarray(grad_zloss, dtype=log_prob.dtype)
+    if isinstance(log_prob, np.ndarray):
+        if _is_number(grad_loss):
+            grad_loss = np.asarray(grad_loss, dtype=log_prob.dtype)
+        if _is_number(grad_zloss):
+            grad_zloss = np.asarray(grad_zloss, dtype=log_prob.dtype)
     return _core.cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, reduction,
                                          ignore_index, label_smoothing, lse_square_scale_for_zloss, out)
