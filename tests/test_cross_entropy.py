@@ -564,3 +564,24 @@ def test_streaming_stores_match_regular_stores(dtype):
     ref = np.zeros((n, 2 * c), dtype)[:, ::2]
     tg.cross_entropy_loss_grad(1.0, lp, t, w, 0.5, lse, "mean", -100, 0.1, 1e-3, out=ref)
     np.testing.assert_array_equal(dx.view(np.uint8), np.ascontiguousarray(ref).view(np.uint8))
+
+
+@pytest.mark.parametrize("ls", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True], ids=["noweight", "weight"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_vector_paths_give_the_bits_of_the_strided_path(isa, dtype, weighted, ls):
+    # contiguous rows take the widest kernels (for bf16: vcvtneps2bf16, 32-element pairs), strided
+    # ones the generic path through stack buffers; log-probabilities down to -90 make some results
+    # subnormal (the exact-conversion fallback)
+    rng = np.random.default_rng(17)
+    n, c = 6, 1000
+    lp = rng.uniform(-90, 0, (n, c)).astype(dtype)
+    t = rng.integers(0, c, n)
+    t[2] = -100
+    w = rng.uniform(0.5, 1.5, c).astype(np.float32) if weighted else None
+    g = rng.uniform(1e-3, 1, n).astype(dtype)
+    fast = tg.cross_entropy_loss_grad(g, lp, t, w, None, None, "none", -100, ls)
+    slow = np.zeros((n, 2 * c), dtype)[:, ::2]
+    tg.cross_entropy_loss_grad(g, lp, t, w, None, None, "none", -100, ls, out=slow)
+    np.testing.assert_array_equal(fast.view(np.uint8), np.ascontiguousarray(slow).view(np.uint8))
+    assert_close(fast, ref_grad(g, lp, t, w, None, None, "none", -100, ls, 0.0), dtype)
