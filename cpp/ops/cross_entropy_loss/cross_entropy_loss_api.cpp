@@ -154,7 +154,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
       char* gather = tile_bufs + tile * bytes_tile_;
       char* scatter = gather + t.chunk_cols * es_;
       const int64_t r0 = tile * t.rows_per_tile, r1 = std::min(rows_, r0 + t.rows_per_tile);
-      for (int64_t i = r0; i < r1; ++i) row(i, w, wtotal, ls, z, gather, scatter, row_loss, row_z, row_lse);
+      for (int64_t i = r0; i < r1; ++i) row(i, r1, w, wtotal, ls, z, gather, scatter, row_loss, row_z, row_lse);
     });
     finish(scan, row_loss, row_z, row_lse);
   }
@@ -166,8 +166,8 @@ class CrossEntropyLossLaunch final : public core::Launch {
     return static_cast<const char*>(a_.input.data) + (i * a_.input.strides[0] + j * a_.input.strides[1]) * es_;
   }
 
-  void row(int64_t i, const float* w, double wtotal, double ls, double z, char* gather, char* scatter,
-           double* row_loss, double* row_z, double* row_lse) const {
+  void row(int64_t i, int64_t row_end, const float* w, double wtotal, double ls, double z, char* gather,
+           char* scatter, double* row_loss, double* row_z, double* row_lse) const {
     const DType dt = a_.input.dtype;
     const auto& t = tiling_;
     const int64_t in_s1 = cols_ > 0 ? a_.input.strides[1] * es_ : 0;
@@ -184,7 +184,21 @@ class CrossEntropyLossLaunch final : public core::Launch {
     double m = -std::numeric_limits<double>::infinity(), s = 0, wx = 0;
     for (int64_t c = 0; c < t.num_chunks; ++c) {
       const int64_t j0 = c * t.chunk_cols, n = std::min(t.chunk_cols, cols_ - j0);
-      const CeRowStats st = stats_(dt, chunk_in(j0, n), n, w ? w + j0 : nullptr, want_wx_);
+      CeStatsArgs args;
+      args.x = chunk_in(j0, n);
+      args.n = n;
+      args.w = w ? w + j0 : nullptr;
+      args.want_wx = want_wx_;
+      if (in_contiguous_) {  // the chunk read next: this row's next one, else the next row's first
+        if (c + 1 < t.num_chunks) {
+          args.next = in_elem(i, j0 + n);
+          args.next_n = std::min(t.chunk_cols, cols_ - j0 - n);
+        } else if (i + 1 < row_end) {
+          args.next = in_elem(i + 1, 0);
+          args.next_n = std::min(t.chunk_cols, cols_);
+        }
+      }
+      const CeRowStats st = stats_(dt, args);
       wx += st.sum_wx;
       if (std::isnan(st.max) || std::isnan(st.sum_exp)) {
         m = std::numeric_limits<double>::quiet_NaN();

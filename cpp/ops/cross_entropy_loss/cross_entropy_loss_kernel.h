@@ -15,12 +15,23 @@ struct CeRowStats {
 };
 
 // w: weights of the chunk's columns (contiguous) or null for ones; sum_wx only when want_wx.
-using CeStatsFn = CeRowStats (*)(DType dtype, const char* x, int64_t n, const float* w, bool want_wx);
+// next / next_n: the chunk processed after this one (null when unknown); its first min(n, next_n)
+// elements are prefetched into L2 during the exp pass, so the next max pass finds them there and the
+// memory reads overlap the exp work.
+struct CeStatsArgs {
+  const char* x = nullptr;
+  int64_t n = 0;
+  const float* w = nullptr;
+  bool want_wx = false;
+  const char* next = nullptr;
+  int64_t next_n = 0;
+};
+using CeStatsFn = CeRowStats (*)(DType dtype, const CeStatsArgs& args);
 using CeLogProbFn = void (*)(DType dtype, const char* x, char* out, int64_t n, float lse, bool streaming_stores);
 
-CeRowStats cross_entropy_loss_stats_scalar(DType, const char*, int64_t, const float*, bool);
-CeRowStats cross_entropy_loss_stats_avx2(DType, const char*, int64_t, const float*, bool);
-CeRowStats cross_entropy_loss_stats_avx512(DType, const char*, int64_t, const float*, bool);
+CeRowStats cross_entropy_loss_stats_scalar(DType, const CeStatsArgs&);
+CeRowStats cross_entropy_loss_stats_avx2(DType, const CeStatsArgs&);
+CeRowStats cross_entropy_loss_stats_avx512(DType, const CeStatsArgs&);
 void cross_entropy_loss_log_prob_scalar(DType, const char*, char*, int64_t, float, bool);
 void cross_entropy_loss_log_prob_avx2(DType, const char*, char*, int64_t, float, bool);
 void cross_entropy_loss_log_prob_avx512(DType, const char*, char*, int64_t, float, bool);
