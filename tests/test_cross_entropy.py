@@ -585,3 +585,21 @@ def test_vector_paths_give_the_bits_of_the_strided_path(isa, dtype, weighted, ls
     tg.cross_entropy_loss_grad(g, lp, t, w, None, None, "none", -100, ls, out=slow)
     np.testing.assert_array_equal(fast.view(np.uint8), np.ascontiguousarray(slow).view(np.uint8))
     assert_close(fast, ref_grad(g, lp, t, w, None, None, "none", -100, ls, 0.0), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_forward_fused_rows_give_the_bits_of_the_separate_write(isa, threads, dtype):
+    # contiguous rows write row i's log_prob during row i+1's exp pass; a strided output takes the
+    # separate write pass; rows of -inf and NaN take the early-out of the exp pass
+    x, t, w = make_case(9, 333, dtype, seed=23)
+    x[3] = -np.inf
+    x[5, 7] = np.nan
+    t[3] = -100
+    for n in (1, 2):
+        threads(n)
+        loss, lp, _, lse = tg.cross_entropy_loss(x, t, w, "none", return_zloss=True)
+        strided = np.zeros((9, 666), dtype)[:, ::2]
+        loss2, _, _, lse2 = tg.cross_entropy_loss(x, t, w, "none", return_zloss=True, out=strided)
+        np.testing.assert_array_equal(lp.view(np.uint8), np.ascontiguousarray(strided).view(np.uint8))
+        np.testing.assert_array_equal(loss.view(np.uint8), loss2.view(np.uint8))
+        assert np.isnan(f64(lp[3])).all() and np.isnan(f64(lp[5])).all() and np.isfinite(f64(lp[4])).all()

@@ -127,6 +127,11 @@ class CrossEntropyLossLaunch final : public core::Launch {
     stats_ = cross_entropy_loss_stats_kernel(tiling_.isa);
     log_prob_ = cross_entropy_loss_log_prob_kernel(tiling_.isa);
     want_wx_ = a_.label_smoothing > 0;
+    // Whole contiguous rows in one chunk: row i's logProb is written during row i+1's exp pass, so
+    // the memory writes overlap the exp work (~25% faster for fp32 at N=8192, C=32000). Not for bf16:
+    // its exact rounding inside the exp loop costs more than the overlap gains (the separate pass
+    // uses vcvtneps2bf16).
+    fused_ = tiling_.num_chunks == 1 && in_contiguous_ && out_contiguous_ && a_.input.dtype != DType::kBFloat16;
     // workspace: per-row loss, z-term and lse (doubles) | contiguous weight | per-tile gather buffers
     bytes_rows_ = align(static_cast<uint64_t>(rows_) * 3 * 8);
     bytes_weight_ = want_wx_ && ce::weight_needs_copy(a_.weight) ? align(static_cast<uint64_t>(cols_) * 4) : 0;
@@ -154,7 +159,10 @@ class CrossEntropyLossLaunch final : public core::Launch {
       char* gather = tile_bufs + tile * bytes_tile_;
       char* scatter = gather + t.chunk_cols * es_;
       const int64_t r0 = tile * t.rows_per_tile, r1 = std::min(rows_, r0 + t.rows_per_tile);
-      for (int64_t i = r0; i < r1; ++i) row(i, r1, w, wtotal, ls, z, gather, scatter, row_loss, row_z, row_lse);
+      for (int64_t i = r0; i < r1; ++i) row(i, r0, r1, w, wtotal, ls, z, gather, scatter, row_loss, row_z, row_lse);
+      if (fused_ && r1 > r0)  // the tile's last row: its logProb was not written by a later row's exp pass
+        log_prob_(a_.input.dtype, in_elem(r1 - 1, 0), out_row(r1 - 1), cols_, static_cast<float>(row_lse[r1 - 1]),
+                  t.streaming_stores);
     });
     finish(scan, row_loss, row_z, row_lse);
   }
@@ -166,12 +174,14 @@ class CrossEntropyLossLaunch final : public core::Launch {
     return static_cast<const char*>(a_.input.data) + (i * a_.input.strides[0] + j * a_.input.strides[1]) * es_;
   }
 
-  void row(int64_t i, int64_t row_end, const float* w, double wtotal, double ls, double z, char* gather,
-           char* scatter, double* row_loss, double* row_z, double* row_lse) const {
+  char* out_row(int64_t i) const { return static_cast<char*>(a_.log_prob.data) + i * a_.log_prob.strides[0] * es_; }
+
+  void row(int64_t i, int64_t row_begin, int64_t row_end, const float* w, double wtotal, double ls, double z,
+           char* gather, char* scatter, double* row_loss, double* row_z, double* row_lse) const {
     const DType dt = a_.input.dtype;
     const auto& t = tiling_;
     const int64_t in_s1 = cols_ > 0 ? a_.input.strides[1] * es_ : 0;
-    char* out_row = static_cast<char*>(a_.log_prob.data) + i * a_.log_prob.strides[0] * es_;
+    char* const out_i = out_row(i);
     const int64_t out_s1 = cols_ > 0 ? a_.log_prob.strides[1] * es_ : 0;
     // Chunk j0.. of the row as contiguous memory (gathered when strided).
     auto chunk_in = [&](int64_t j0, int64_t n) -> const char* {
@@ -198,6 +208,12 @@ class CrossEntropyLossLaunch final : public core::Launch {
           args.next_n = std::min(t.chunk_cols, cols_);
         }
       }
+      if (fused_ && i > row_begin) {  // the previous row's logProb, written during this row's exp pass
+        args.write_in = in_elem(i - 1, 0);
+        args.write_out = out_row(i - 1);
+        args.write_lse = static_cast<float>(row_lse[i - 1]);
+        args.write_stream = t.streaming_stores;
+      }
       const CeRowStats st = stats_(dt, args);
       wx += st.sum_wx;
       if (std::isnan(st.max) || std::isnan(st.sum_exp)) {
@@ -215,13 +231,13 @@ class CrossEntropyLossLaunch final : public core::Launch {
     }
     const double lse = m + std::log(s);  // -inf when every element is -inf (then logProb is NaN, as torch)
     const float lse_f = static_cast<float>(lse);
-    for (int64_t c = 0; c < t.num_chunks; ++c) {
+    for (int64_t c = 0; c < t.num_chunks && !fused_; ++c) {
       const int64_t j0 = c * t.chunk_cols, n = std::min(t.chunk_cols, cols_ - j0);
       if (out_contiguous_) {
-        log_prob_(dt, chunk_in(j0, n), out_row + j0 * out_s1, n, lse_f, t.streaming_stores);
+        log_prob_(dt, chunk_in(j0, n), out_i + j0 * out_s1, n, lse_f, t.streaming_stores);
       } else {
         log_prob_(dt, chunk_in(j0, n), scatter, n, lse_f, false);
-        for (int64_t k = 0; k < n; ++k) std::memcpy(out_row + (j0 + k) * out_s1, scatter + k * es_, es_);
+        for (int64_t k = 0; k < n; ++k) std::memcpy(out_i + (j0 + k) * out_s1, scatter + k * es_, es_);
       }
     }
     // Row loss (double): m_i * [(1-ls) * (-w_t * lp_t) + (ls/C) * (-sum_c w_c lp_c)], z-term m_i * z * lse^2.
@@ -270,7 +286,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
   LossArgs a_;
   ce::Reduction red_ = ce::Reduction::kMean;
   int64_t rows_ = 0, cols_ = 0, es_ = 4;
-  bool in_contiguous_ = true, out_contiguous_ = true, want_wx_ = false;
+  bool in_contiguous_ = true, out_contiguous_ = true, want_wx_ = false, fused_ = false;
   uint64_t bytes_rows_ = 0, bytes_weight_ = 0, bytes_tile_ = 0;
   CrossEntropyLossTiling tiling_;
   CeStatsFn stats_ = nullptr;

@@ -25,6 +25,12 @@ struct CeStatsArgs {
   bool want_wx = false;
   const char* next = nullptr;
   int64_t next_n = 0;
+  // Optional side work: logProb of another row of the same length n (write_out = write_in - write_lse),
+  // written during this chunk's exp pass so that its memory writes overlap the exp work.
+  const char* write_in = nullptr;
+  char* write_out = nullptr;
+  float write_lse = 0;
+  bool write_stream = false;
 };
 using CeStatsFn = CeRowStats (*)(DType dtype, const CeStatsArgs& args);
 using CeLogProbFn = void (*)(DType dtype, const char* x, char* out, int64_t n, float lse, bool streaming_stores);
