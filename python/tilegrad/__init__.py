@@ -25,6 +25,7 @@ from ._fused_linear_cross_entropy import (
     fused_linear_cross_entropy_loss_grad,
     fused_linear_online_max_sum,
 )
+from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._silu_backward import silu_backward
 
 __version__ = "0.1.0"
@@ -34,6 +35,8 @@ __all__ = [
     "active_isa",
     "binary_cross_entropy_with_logits_backward",
     "build_info",
+    "cross_entropy_loss",
+    "cross_entropy_loss_grad",
     "detected_isa",
     "embedding_dense_backward",
     "fused_cross_entropy_loss_with_max_sum",

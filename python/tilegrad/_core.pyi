@@ -44,3 +44,17 @@ def _flce_forward_tiling(bt: int, h: int, v: int, dtype_size: int, input_gemmabl
 def _flce_grad_tiling(bt: int, h: int, v: int, dtype_size: int, recompute: bool = ..., input_gemmable: bool = ...,
                       weight_gemmable: bool = ..., grad_input_gemmable: bool = ..., grad_weight_gemmable: bool = ...,
                       budget: int = ..., threads: int = ..., isa: str = ..., force_order: int = ...) -> dict: ...
+def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[np.ndarray] = ..., reduction: str = ...,
+                       ignore_index: int = ..., label_smoothing: float = ..., lse_square_scale_for_zloss: float = ...,
+                       return_zloss: bool = ..., out: Optional[np.ndarray] = ...) -> tuple: ...
+def _cross_entropy_loss_tiling(rows: int, cols: int, in_elem_bytes: int, out_elem_bytes: int, out_contiguous: bool,
+                               threads: int, l1_bytes: int = ..., l2_bytes: int = ..., l3_bytes: int = ...,
+                               isa: str = ...) -> dict: ...
+def cross_entropy_loss_grad(grad_loss: np.ndarray, log_prob: np.ndarray, target: np.ndarray,
+                            weight: Optional[np.ndarray] = ..., grad_zloss: Optional[np.ndarray] = ...,
+                            lse_for_zloss: Optional[np.ndarray] = ..., reduction: str = ..., ignore_index: int = ...,
+                            label_smoothing: float = ..., lse_square_scale_for_zloss: float = ...,
+                            out: Optional[np.ndarray] = ...) -> np.ndarray: ...
+def _cross_entropy_loss_grad_tiling(rows: int, cols: int, bytes_per_elem: int, out_contiguous: bool, threads: int,
+                                    l1_bytes: int = ..., l2_bytes: int = ..., l3_bytes: int = ...,
+                                    isa: str = ...) -> dict: ...

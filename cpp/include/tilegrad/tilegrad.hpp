@@ -4,6 +4,7 @@
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
 #include "tilegrad/embedding_dense_backward.hpp"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
+#include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
 #include "tilegrad/status.hpp"

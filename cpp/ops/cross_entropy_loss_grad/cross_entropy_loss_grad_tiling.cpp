@@ -1,0 +1,40 @@
+#include "ops/cross_entropy_loss_grad/cross_entropy_loss_grad_tiling.h"
+
+#include <algorithm>
+
+namespace tilegrad::ops {
+
+CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t cols, int64_t bytes_per_elem,
+                                                          bool out_contiguous, const core::Platform& p) {
+  // Below ~16K elements per thread, waking a thread costs more than it saves.
+  constexpr int64_t kMinElemsPerThread = 16384;
+  constexpr int64_t kAlign = 64;
+  CrossEntropyLossGradTiling t;
+  t.rows = rows;
+  t.cols = cols;
+  t.isa = p.isa;
+  const int64_t numel = rows * cols;
+  if (numel <= 0) return t;
+  const int64_t useful = std::max<int64_t>(1, numel / kMinElemsPerThread);
+  const int64_t threads = std::min<int64_t>(std::max(p.threads, 1), useful);
+  if (rows >= threads) {
+    t.rows_per_tile = (rows + threads - 1) / threads;
+    t.col_chunks = 1;
+    t.chunk_cols = cols;
+  } else {
+    // Few long rows: split the columns too (each element's math does not depend on the split).
+    t.rows_per_tile = 1;
+    const int64_t want = threads / rows;  // chunks per row; tiles never exceed threads
+    int64_t chunk = (cols + want - 1) / want;
+    chunk = (chunk + kAlign - 1) / kAlign * kAlign;
+    t.chunk_cols = std::min(chunk, cols);
+    t.col_chunks = (cols + t.chunk_cols - 1) / t.chunk_cols;
+  }
+  const int64_t row_blocks = (rows + t.rows_per_tile - 1) / t.rows_per_tile;
+  t.num_tiles = static_cast<int>(row_blocks * t.col_chunks);
+  // Streaming stores pay off once the data cannot stay in the last-level cache anyway.
+  t.streaming_stores = out_contiguous && numel * bytes_per_elem > p.l3_bytes;
+  return t;
+}
+
+}  // namespace tilegrad::ops
