@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/platform.h"
+#include "core/tiling.h"
 
 namespace tilegrad::core {
 
@@ -72,14 +73,11 @@ bool inner_is_contiguous(const ElementwiseLayout& L) {
 }
 
 ElementwiseTiling plan_elementwise(int64_t numel, int64_t bytes_per_elem, bool out_contiguous, const Platform& p) {
-  // Below ~16K elements per thread, waking a thread costs more than it saves.
-  constexpr int64_t kMinElemsPerThread = 16384;
   constexpr int64_t kAlign = 64;  // tile starts on 64-element boundaries (whole cache lines)
   ElementwiseTiling t;
   t.numel = numel;
   if (numel <= 0) return t;
-  const int64_t useful = std::max<int64_t>(1, numel / kMinElemsPerThread);
-  const int threads = static_cast<int>(std::min<int64_t>(std::max(p.threads, 1), useful));
+  const int threads = static_cast<int>(useful_threads(numel, p));
   int64_t per = (numel + threads - 1) / threads;
   per = (per + kAlign - 1) / kAlign * kAlign;
   t.tile_elems = per;

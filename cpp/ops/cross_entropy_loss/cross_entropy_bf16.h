@@ -1,8 +1,9 @@
-// bf16 results through AVX512-BF16's vcvtneps2bf16 where the CPU has it (checked once at run time):
-// one instruction instead of the ~9 of the exact integer rounding in simd_avx512.h. The instruction
-// rounds to nearest even and quiets NaN exactly like core::f32_to_bf16, but flushes subnormal fp32
-// inputs to zero, so a vector holding any |v| < 2^-126 takes the exact path: the bits are the same
-// as core::f32_to_bf16 for every value. Include after core/simd_avx512.h, only when __AVX512F__.
+// bf16 results in pairs of vectors through AVX512-BF16 (vcvtne2ps2bf16: two conversions in one
+// instruction) where the CPU has it. Single vectors use simd::to_bf16 (core/simd_avx512.h), which
+// already takes vcvtneps2bf16 when it can. Both instructions round to nearest even and quiet NaN
+// exactly like core::f32_to_bf16 but flush subnormal inputs to zero, so any vector holding a
+// subnormal takes the exact path: the bits equal core::f32_to_bf16 for every value.
+// Include after core/simd_avx512.h, only when __AVX512F__.
 #pragma once
 
 #include <immintrin.h>
@@ -10,19 +11,11 @@
 namespace tilegrad::ops {
 namespace {
 
-inline bool cpu_has_avx512bf16() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-}
+inline bool cpu_has_avx512bf16() { return simd::kCpuHasBf16Convert; }
 
 #define TILEGRAD_CE_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
-TILEGRAD_CE_BF16_TARGET inline __m256i to_bf16_fast(simd::VF v) {
-  // lanes with a zero exponent field (zero or subnormal): exact path (rare; exact zeros included)
-  const __mmask16 tiny = _mm512_testn_epi32_mask(_mm512_castps_si512(v.v), _mm512_set1_epi32(0x7f800000));
-  if (__builtin_expect(tiny != 0, 0)) return simd::to_bf16(v);
-  return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v.v));
-}
+inline __m256i to_bf16_fast(simd::VF v) { return simd::to_bf16(v); }
 
 // out[i] = f(i) for i in [0, n) as bf16, 16 at a time (n a multiple of 16); with `stream`, out must
 // be 32-byte aligned. f(i) -> simd::VF.
@@ -39,21 +32,19 @@ TILEGRAD_CE_BF16_TARGET inline void store_bf16_run(uint16_t* out, int64_t n, boo
 // out[i] = f(x_i) for bf16 x and i in [0, n), n a multiple of 32: one 64-byte load holds 32 inputs,
 // split into even elements (shift) and odd ones (mask), f runs on each half, vcvtne2ps2bf16 packs both
 // and vpermw interleaves them back: per 32 elements 1 load, 1 conversion and 1 store instead of 2 + 2 + 2.
-// A subnormal or zero result takes the exact conversion. With `stream`, out must be 64-byte aligned.
+// A vector with a subnormal result takes the exact conversion. With `stream`, out must be 64-byte aligned.
 template <class F>
 TILEGRAD_CE_BF16_TARGET inline void map_bf16_pairs(const uint16_t* in, uint16_t* out, int64_t n, bool stream, F&& f) {
   alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i idx = _mm512_load_si512(kInterleave);
-  const __m512i exp_bits = _mm512_set1_epi32(0x7f800000);
   const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
   for (int64_t i = 0; i < n; i += 32) {
     const __m512i v = _mm512_loadu_si512(in + i);
     const simd::VF re = f(simd::VF{_mm512_castsi512_ps(_mm512_slli_epi32(v, 16))});
     const simd::VF ro = f(simd::VF{_mm512_castsi512_ps(_mm512_and_si512(v, high))});
     __m512i packed;
-    if (__builtin_expect((_mm512_testn_epi32_mask(_mm512_castps_si512(re.v), exp_bits) |
-                          _mm512_testn_epi32_mask(_mm512_castps_si512(ro.v), exp_bits)) != 0, 0))
+    if (__builtin_expect((_mm512_fpclass_ps_mask(re.v, 0x20) | _mm512_fpclass_ps_mask(ro.v, 0x20)) != 0, 0))
       packed = _mm512_inserti64x4(_mm512_castsi256_si512(simd::to_bf16(re)), simd::to_bf16(ro), 1);
     else
       packed = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(ro.v, re.v));

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 
+#include "core/tiling.h"
+
 namespace tilegrad::ops {
 
 CrossEntropyLossTiling cross_entropy_loss_tiling(int64_t rows, int64_t cols, int64_t in_elem_bytes,
                                                  int64_t out_elem_bytes, bool out_contiguous,
                                                  const core::Platform& p) {
-  constexpr int64_t kMinElemsPerThread = 16384;
   constexpr int64_t kAlign = 64;
   CrossEntropyLossTiling t;
   t.rows = rows;
@@ -19,8 +20,7 @@ CrossEntropyLossTiling cross_entropy_loss_tiling(int64_t rows, int64_t cols, int
   t.chunk_cols = std::max<int64_t>(1, std::min(cols, fit));
   t.num_chunks = cols == 0 ? 0 : (cols + t.chunk_cols - 1) / t.chunk_cols;
   const int64_t numel = rows * std::max<int64_t>(cols, 1);
-  const int64_t useful = std::max<int64_t>(1, numel / kMinElemsPerThread);
-  const int64_t threads = std::min<int64_t>({std::max(p.threads, 1), useful, rows});
+  const int64_t threads = std::min(core::useful_threads(numel, p), rows);
   t.rows_per_tile = (rows + threads - 1) / threads;
   t.num_tiles = static_cast<int>((rows + t.rows_per_tile - 1) / t.rows_per_tile);
   t.streaming_stores = out_contiguous && rows * cols * (in_elem_bytes + out_elem_bytes) > p.l3_bytes;

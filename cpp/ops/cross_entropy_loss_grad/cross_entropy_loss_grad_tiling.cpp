@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
+#include "core/tiling.h"
+
 namespace tilegrad::ops {
 
 CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t cols, int64_t bytes_per_elem,
                                                           bool out_contiguous, const core::Platform& p) {
-  // Below ~16K elements per thread, waking a thread costs more than it saves.
-  constexpr int64_t kMinElemsPerThread = 16384;
   constexpr int64_t kAlign = 64;
   CrossEntropyLossGradTiling t;
   t.rows = rows;
@@ -15,8 +15,7 @@ CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t 
   t.isa = p.isa;
   const int64_t numel = rows * cols;
   if (numel <= 0) return t;
-  const int64_t useful = std::max<int64_t>(1, numel / kMinElemsPerThread);
-  const int64_t threads = std::min<int64_t>(std::max(p.threads, 1), useful);
+  const int64_t threads = core::useful_threads(numel, p);
   if (rows >= threads) {
     t.rows_per_tile = (rows + threads - 1) / threads;
     t.col_chunks = 1;
