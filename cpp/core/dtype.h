@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tilegrad/tensor_view.hpp"
+
 namespace tilegrad::core {
 namespace {
 
@@ -57,6 +59,28 @@ inline uint16_t f32_to_f16(float f) {
   uint32_t m = whole;
   if (frac > 0.5f || (frac == 0.5f && (whole & 1u))) ++m;
   return static_cast<uint16_t>(sign | m);
+}
+
+// One floating-point element (float32, float16, bfloat16 or float64) of dtype d at p, widened exactly
+// to double; p need not be aligned. Other dtypes are the caller's error (validated before).
+inline double load_float_element(DType d, const void* p) {
+  switch (d) {
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kFloat64: {
+      double f;
+      std::memcpy(&f, p, 8);
+      return f;
+    }
+    default: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return d == DType::kFloat16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
 }
 
 }  // namespace

@@ -78,13 +78,7 @@ void validate(const BceArgs& a, int64_t reduction, bool check_reduction) {
 }
 
 // The single element of a one-element fp32/fp16/bf16 view, widened to fp32.
-float read_one(const TensorView& t) {
-  switch (t.dtype) {
-    case DType::kFloat32: return *static_cast<const float*>(t.data);
-    case DType::kFloat16: return core::f16_to_f32(*static_cast<const uint16_t*>(t.data));
-    default: return core::bf16_to_f32(*static_cast<const uint16_t*>(t.data));
-  }
-}
+float read_one(const TensorView& t) { return static_cast<float>(core::load_float_element(t.dtype, t.data)); }
 
 class BceBackwardLaunch final : public core::Launch {
  public:

@@ -61,27 +61,9 @@ inline const char* element(const TensorView& t, int64_t index) {
 }
 }  // namespace
 
-float load_float_at(DType dtype, const void* p) {
-  switch (dtype) {
-    case DType::kFloat32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return core::f16_to_f32(h);
-    }
-    default: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return core::bf16_to_f32(h);
-    }
-  }
+float load_float(const TensorView& t, int64_t index) {
+  return static_cast<float>(core::load_float_element(t.dtype, element(t, index)));
 }
-
-float load_float(const TensorView& t, int64_t index) { return load_float_at(t.dtype, element(t, index)); }
 
 void store_float(const TensorView& t, int64_t index, float value) {
   char* p = const_cast<char*>(element(t, index));

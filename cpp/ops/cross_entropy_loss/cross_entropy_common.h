@@ -29,7 +29,6 @@ void require_same_dtype(const char* op, const char* arg, const TensorView& t, co
                         const TensorView& ref);
 
 // One element of a strided float tensor (fp32/fp16/bf16) / integer target (int32/int64).
-float load_float_at(DType dtype, const void* p);
 float load_float(const TensorView& t, int64_t index);
 void store_float(const TensorView& t, int64_t index, float value);
 int64_t load_target(const TensorView& t, int64_t index);

@@ -8,6 +8,7 @@
 
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "core/acl_tensor.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -245,7 +246,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
     double l = 0, zt = 0;
     if (ti != a_.ignore_index) {
       const double wt = a_.weight.data ? ce::load_float(a_.weight, ti) : 1.0;
-      const double xt = ce::load_float_at(a_.input.dtype, in_elem(i, ti));
+      const double xt = core::load_float_element(a_.input.dtype, in_elem(i, ti));
       l = (1.0 - ls) * (-wt * (xt - lse));
       if (ls > 0) l += (ls / static_cast<double>(cols_)) * (-(wx - lse * wtotal));
       if (z != 0) zt = z * lse * lse;

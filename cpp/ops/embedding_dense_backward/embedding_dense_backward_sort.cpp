@@ -87,26 +87,6 @@ inline bool float_key(double x, int64_t V, int64_t* key) {
   return k < V;
 }
 
-inline double float_value(DType dt, const char* p) {
-  switch (dt) {
-    case DType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return core::f16_to_f32(h);
-    }
-    default: {
-      double f;
-      std::memcpy(&f, p, 8);
-      return f;
-    }
-  }
-}
-
 template <class KeyOf>
 int64_t convert_with(const IndexSource& src, int64_t begin, int64_t end, int64_t* keys, int64_t* hist, KeyOf key_of) {
   int64_t bad = -1;
@@ -143,7 +123,7 @@ int64_t convert_indices(const IndexSource& src, int64_t begin, int64_t end, int6
     case DType::kFloat64: {
       const DType dt = src.dtype;
       return convert_with(src, begin, end, keys, hist,
-                          [V, dt](const char* p, int64_t* k) { return float_key(float_value(dt, p), V, k); });
+                          [V, dt](const char* p, int64_t* k) { return float_key(core::load_float_element(dt, p), V, k); });
     }
     default: return begin < end ? begin : -1;  // unreachable: the dtype was validated
   }
@@ -155,7 +135,7 @@ std::string index_value_str(const IndexSource& src, int64_t pos) {
   switch (src.dtype) {
     case DType::kFloat32:
     case DType::kFloat16:
-    case DType::kFloat64: os << float_value(src.dtype, p); break;
+    case DType::kFloat64: os << core::load_float_element(src.dtype, p); break;
     case DType::kBool: os << (*p != 0 ? "true" : "false"); break;
     default: {
       int64_t k = 0;
