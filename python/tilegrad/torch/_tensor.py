@@ -28,7 +28,8 @@ def unsupported_reason(t: torch.Tensor, float_dtypes=KERNEL_FLOAT_DTYPES) -> Opt
 
 def as_numpy(t: torch.Tensor) -> np.ndarray:
     """The NumPy view of a CPU strided tensor (same memory; any strides; writes go to ``t``)."""
-    t = t.detach()
+    if t.requires_grad:
+        t = t.detach()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return t.numpy()
