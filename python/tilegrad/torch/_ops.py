@@ -31,11 +31,27 @@ _LIB = torch.library.Library("tilegrad", "DEF")
 REDUCTION_CODES = {"none": 0, "mean": 1, "sum": 2}
 
 
+# Backends the kernels cannot run on: a clear TypeError instead of the dispatcher's NotImplementedError.
+_UNSUPPORTED_BACKENDS = ("CUDA", "XPU", "MPS", "SparseCPU", "SparseCUDA", "SparseCsrCPU", "SparseCsrCUDA",
+                         "MkldnnCPU", "QuantizedCPU")
+
+
+def _unsupported_backend(name: str, backend: str):
+    def reject(*args, **kwargs):
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        found = ", ".join(sorted({f"{t.device} {t.layout}" for t in tensors}))
+        raise TypeError(f"tilegrad::{name}: tensors must be dense (strided) CPU tensors, got {found} "
+                        f"({backend}); the tilegrad.torch functions fall back to torch for these")
+    return reject
+
+
 def _define(schema: str, impl, fake, autograd=None) -> None:
     """Define ``tilegrad::<schema>`` with its CPU kernel, its fake kernel and (optionally) autograd."""
     name = schema.split("(", 1)[0]
     _LIB.define(schema)
     _LIB.impl(name, impl, "CPU")
+    for backend in _UNSUPPORTED_BACKENDS:
+        _LIB.impl(name, _unsupported_backend(name, backend), backend)
     torch.library.register_fake(f"tilegrad::{name}", fake, lib=_LIB)
     if autograd is not None:
         backward, setup_context = autograd
