@@ -48,6 +48,11 @@ def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
     return all(t is None or unsupported_reason(t) is None for t in tensors)
 
 
+def _needs_grad(t: Optional[Tensor]) -> bool:
+    """An optional operand that requires grad (class weights, pos_weight): torch decides those cases."""
+    return t is not None and t.requires_grad
+
+
 def _is_index_tensor(t: Tensor) -> bool:
     return t.device.type == "cpu" and t.layout == torch.strided and t.dtype in _INDEX_DTYPES
 
@@ -106,7 +111,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     if _autocast_dtype(input) is not None:
         input = input.float()  # as torch's autocast does for cross_entropy
     wants_zloss = z_loss_scale != 0.0 or return_z_loss
-    if not (_on_kernel_path(input) and _is_index_tensor(target) and input.dim() >= 1
+    if not (_on_kernel_path(input) and _is_index_tensor(target) and input.dim() >= 1 and not _needs_grad(weight)
             and (weight is None or unsupported_reason(weight, (torch.float32, torch.float16, torch.bfloat16,
                                                                 torch.float64)) is None)):
         if wants_zloss:
@@ -208,7 +213,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
     target that requires grad gets torch's formula for its part."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy_with_logits", reduction)
-    if not _on_kernel_path(input, target, weight, pos_weight) or input.shape != target.shape:
+    if not _on_kernel_path(input, target, weight, pos_weight) or input.shape != target.shape \
+            or _needs_grad(weight) or _needs_grad(pos_weight):
         return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
                                                                    pos_weight=pos_weight)
     return torch.ops.tilegrad.binary_cross_entropy_with_logits(input, target, weight, pos_weight,
