@@ -78,6 +78,8 @@ def _cases():
          (torch.tensor(1.0), t["x"], t["prob_target"], t["weight"], t["weight"], 2)),
         ("fused_linear_online_max_sum", "logits", (t["hidden"], t["proj"], t["target_vocab"], 0, V, True)),
         ("fused_linear_online_max_sum", "shard", (t["hidden"], t["proj"][:6], t["target_vocab"], 0, 6, False)),
+        ("fused_linear_online_max_sum", "bf16", (t["hidden"].to(torch.bfloat16), t["proj"].to(torch.bfloat16),
+                                                 t["target_vocab"], 0, V, False)),
         ("fused_cross_entropy_loss_with_max_sum", "softmax", (logits_max, sum_exp, predicted, 0.0, logits)),
         ("fused_cross_entropy_loss_with_max_sum", "no-logits", (logits_max, sum_exp, predicted, 0.0, None)),
         ("fused_linear_cross_entropy_loss_grad", "memory-saving",
@@ -86,6 +88,8 @@ def _cases():
          (grad_rows, t["hidden"], t["proj"], mask, masked_target, 0.0, None, None, softmax)),
         ("linear_cross_entropy", "mean", (grad(t["hidden"]), grad(t["proj"]), lce_target, -100, 1)),
         ("linear_cross_entropy", "sum", (grad(t["hidden"]), grad(t["proj"]), lce_target, -100, 2)),
+        ("linear_cross_entropy", "bf16", (grad(t["hidden"].to(torch.bfloat16)), grad(t["proj"].to(torch.bfloat16)),
+                                          lce_target, -100, 1)),
         ("linear_cross_entropy_rows", "rows", (grad(t["hidden"]), grad(t["proj"]), lce_target, -100)),
     ]
 
