@@ -164,6 +164,23 @@ def test_reduction_none_keeps_target_shape_and_zero_for_ignored():
     assert not loss[target == -100].any()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_strided_inputs_are_taken_as_they_are(dtype):
+    """A transposed weight and a permuted hidden go to the operators as views and give torch's result."""
+    hidden, weight, target = make_problem(dtype)
+    hidden_t = hidden.permute(2, 0, 1).contiguous().permute(1, 2, 0).requires_grad_()  # same values, odd strides
+    weight_t = weight.T.contiguous().T.requires_grad_()
+    assert not hidden_t.is_contiguous() and not weight_t.is_contiguous()
+    loss = vocab_parallel_cross_entropy(hidden_t, weight_t, target, vocab_start_index=0, label_smoothing=0.1)
+    loss.backward()
+    h64, w64 = hidden.double().requires_grad_(), weight.double().requires_grad_()
+    want = F.cross_entropy((h64 @ w64.T).reshape(-1, V), target.reshape(-1), label_smoothing=0.1)
+    want.backward()
+    assert_close("strided", "loss", loss.detach(), want.detach(), dtype)
+    assert_close("strided", "grad_hidden", hidden_t.grad, h64.grad, dtype)
+    assert_close("strided", "grad_weight", weight_t.grad, w64.grad, dtype)
+
+
 def test_all_rows_ignored_mean_is_nan_with_zero_gradients():
     hidden, weight, target = make_problem(torch.float32)
     hidden.requires_grad_()

@@ -326,7 +326,10 @@ def test_hf_causal_lm_patch_and_unpatch(model_type):
 
     tokens, labels = next(batches())
     model.train()
+    head_calls = []
+    hook = model.lm_head.register_forward_hook(lambda module, args, output: head_calls.append(output.shape))
     out = model(input_ids=tokens, labels=labels)
+    assert head_calls == []  # the (tokens, vocab) logits were never formed by lm_head
     assert out.logits is None and out.loss.dtype == torch.float32 and out.loss.requires_grad
     as_tuple = model(input_ids=tokens, labels=labels, return_dict=False)
     assert torch.equal(as_tuple[0], out.loss)
@@ -335,6 +338,8 @@ def test_hf_causal_lm_patch_and_unpatch(model_type):
     assert evaluated.logits.shape == (BATCH, SEQ, VOCAB)
     assert abs(evaluated.loss.item() - out.loss.item()) <= 1e-5 * out.loss.item()  # no dropout in these configs
     assert model(input_ids=tokens).loss is None
+    assert len(head_calls) == 2  # evaluation and generation-style calls do form logits
+    hook.remove()
 
     restored = unpatch(model)
     assert len(restored) == len(summary)
@@ -379,3 +384,16 @@ def test_hf_causal_lm_keeps_logits_path_when_loss_is_customised():
     out = model(input_ids=tokens, labels=labels)
     assert out.logits is not None and torch.allclose(out.loss, out.logits.float().mean())
     unpatch(model)
+
+
+def test_deepcopy_of_patched_hf_model_is_patched_on_its_own():
+    model = tiny_causal_lm("llama")
+    patch(model)
+    clone = copy.deepcopy(model)
+    assert clone.forward.__self__ is clone and model.forward.__self__ is model
+    tokens, labels = next(batches())
+    clone.train()
+    model.train()
+    assert torch.equal(clone(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
+    assert len(unpatch(clone)) == 4 and "forward" not in clone.__dict__
+    assert "forward" in model.__dict__ and type(model.model.embed_tokens) is tnn.Embedding

@@ -145,6 +145,7 @@ class _ForwardSwap:
     replacement: Replacement
 
     def undo(self) -> None:
+        self.module.__dict__.pop(_PREVIOUS_FORWARD_ATTR, None)
         if self.had_instance_forward:
             self.module.__dict__["forward"] = self.previous
         else:
@@ -228,32 +229,36 @@ def _standard_causal_lm_loss() -> Optional[Callable]:
     return getattr(loss_utils, "ForCausalLMLoss", None)
 
 
-def _make_fused_forward(model: torch.nn.Module, facts: CausalLMFacts, previous: Callable) -> Callable:
-    """A forward for ``model`` that computes the training loss without logits, else calls ``previous``."""
-
-    def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
-                labels=None, use_cache=None, logits_to_keep=0, **kwargs):
-        arguments = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache)
-        if not _fused_loss_applies(model, labels, logits_to_keep, kwargs):
-            return previous(labels=labels, logits_to_keep=logits_to_keep, **arguments, **kwargs)
-        return_dict = kwargs.pop("return_dict", None)
-        if return_dict is None:
-            return_dict = getattr(model.config, "return_dict", True)
-        outputs = getattr(model, facts.decoder)(**arguments, **kwargs)
-        loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(model, facts.lm_head), labels, **kwargs)
-        from transformers.modeling_outputs import CausalLMOutputWithPast
-
-        result = CausalLMOutputWithPast(loss=loss, logits=None, past_key_values=outputs.past_key_values,
-                                        hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return result if return_dict else result.to_tuple()
-
-    forward.__doc__ = (f"tilegrad-patched forward of {type(model).__name__}: in training with labels the loss is "
-                       "a fused linear cross entropy and logits is None; otherwise the original forward.")
-    return forward
+_PREVIOUS_FORWARD_ATTR = "_tilegrad_previous_forward"
 
 
-def _fused_loss_applies(model: torch.nn.Module, labels, logits_to_keep, kwargs: dict) -> bool:
+def _fused_causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                             inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):
+    """tilegrad-patched causal-LM forward: in training with labels the loss is a fused linear cross
+    entropy from the final hidden states and ``logits`` is None; otherwise the model's own forward.
+
+    Installed as a bound method (``types.MethodType``) so that ``copy.deepcopy`` of a patched model
+    rebinds it to the copy.
+    """
+    arguments = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                     past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache)
+    facts = _causal_lm_facts(self)
+    if facts is None or not _fused_loss_applies(self, labels, logits_to_keep):
+        previous = self.__dict__.get(_PREVIOUS_FORWARD_ATTR) or type(self).forward.__get__(self)
+        return previous(labels=labels, logits_to_keep=logits_to_keep, **arguments, **kwargs)
+    return_dict = kwargs.pop("return_dict", None)
+    if return_dict is None:
+        return_dict = getattr(self.config, "return_dict", True)
+    outputs = getattr(self, facts.decoder)(**arguments, **kwargs)
+    loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(self, facts.lm_head), labels, **kwargs)
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    result = CausalLMOutputWithPast(loss=loss, logits=None, past_key_values=outputs.past_key_values,
+                                    hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+    return result if return_dict else result.to_tuple()
+
+
+def _fused_loss_applies(model: torch.nn.Module, labels, logits_to_keep) -> bool:
     """Only the plain training case: labels, all positions, transformers' standard causal-LM loss."""
     return (model.training and labels is not None and isinstance(logits_to_keep, int) and logits_to_keep == 0
             and getattr(model.config, "final_logit_softcapping", None) is None
@@ -288,8 +293,9 @@ def _swap_causal_lm_forwards(model: torch.nn.Module) -> List[_ForwardSwap]:
             continue
         had_instance_forward = "forward" in module.__dict__
         shadowed = module.__dict__.get("forward")
-        previous = module.forward  # the instance attribute if any, else the bound class method
-        module.__dict__["forward"] = _make_fused_forward(module, facts, previous)
+        if had_instance_forward:  # e.g. a hook library's wrapper: the fallback path keeps calling it
+            module.__dict__[_PREVIOUS_FORWARD_ATTR] = shadowed
+        module.__dict__["forward"] = types.MethodType(_fused_causal_lm_forward, module)
         swaps.append(_ForwardSwap(module, had_instance_forward, shadowed,
                                   Replacement(f"{path + '.' if path else ''}forward", "logits + loss_function",
                                               "tilegrad fused linear cross entropy (training with labels)")))
