@@ -563,3 +563,48 @@ def test_inputs_are_not_modified():
         assert torch.equal(a.detach().view(torch.uint8) if a.is_floating_point() else a, b.view(torch.uint8)
                            if b.is_floating_point() else b)
     assert np.isfinite(xa.grad.float().numpy()).all()
+
+
+# ---------------------------------------------------------------------------------------------------
+# edge shapes: empty batches, 0-d indices, a single (H,) row
+
+
+def _forward_backward(module, call, *leaves):
+    """Result and gradients of call(module) (a tilegrad.torch or torch.nn.functional function)."""
+    leaves = [leaf.detach().clone().requires_grad_() for leaf in leaves]
+    out = call(module, *leaves)
+    out.sum().backward()
+    return out.detach(), [leaf.grad for leaf in leaves]
+
+
+EDGE_CASES = {
+    "cross_entropy (0, C, d)": (lambda m, x: m.cross_entropy(x, torch.zeros(0, 3, dtype=torch.long), reduction="sum"),
+                                (torch.randn(0, 5, 3),)),
+    "cross_entropy (0, C, d) none": (lambda m, x: m.cross_entropy(x, torch.zeros(0, 3, dtype=torch.long),
+                                                                   reduction="none"), (torch.randn(0, 5, 3),)),
+    "cross_entropy (N, C, 0)": (lambda m, x: m.cross_entropy(x, torch.zeros(2, 0, dtype=torch.long), reduction="sum"),
+                                (torch.randn(2, 5, 0),)),
+    "cross_entropy (0, C)": (lambda m, x: m.cross_entropy(x, torch.zeros(0, dtype=torch.long), reduction="sum"),
+                             (torch.randn(0, 5),)),
+    "embedding 0-d index": (lambda m, w: m.embedding(torch.tensor(3), w), (torch.randn(5, 4),)),
+    "embedding empty indices": (lambda m, w: m.embedding(torch.zeros(0, 2, dtype=torch.long), w),
+                                (torch.randn(5, 4),)),
+    "bce 0-d": (lambda m, x: m.binary_cross_entropy_with_logits(x, torch.tensor(1.0)), (torch.tensor(0.3),)),
+    "silu 0-d": (lambda m, x: m.silu(x), (torch.tensor(0.7),)),
+    "linear_cross_entropy (H,) row": (lambda m, h, w: m.linear_cross_entropy(h, w, torch.tensor(2)),
+                                      (torch.randn(4), torch.randn(6, 4))),
+    "linear_cross_entropy (0, H)": (lambda m, h, w: m.linear_cross_entropy(h, w, torch.zeros(0, dtype=torch.long),
+                                                                           reduction="sum"),
+                                    (torch.randn(0, 4), torch.randn(6, 4))),
+}
+
+
+@pytest.mark.parametrize("case", list(EDGE_CASES))
+def test_edge_shapes_match_torch(case):
+    call, leaves = EDGE_CASES[case]
+    out, grads = _forward_backward(tgt, call, *leaves)
+    ref, ref_grads = _forward_backward(F, call, *leaves)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
