@@ -608,3 +608,16 @@ def test_edge_shapes_match_torch(case):
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_cross_entropy_under_autocast_matches_torch():
+    """Under CPU bfloat16 autocast torch projects in bfloat16 and computes the cross entropy in float32
+    (autocast's fp32 list), so its loss is float32; tilegrad's should be too, with torch's value."""
+    h, _ = rounded((5, 8), torch.float32)
+    w, _ = rounded((11, 8), torch.float32, seed=1)
+    target = torch.randint(0, 11, (5,), generator=torch.Generator().manual_seed(29))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = tgt.linear_cross_entropy(h, w, target)
+        ref = F.linear_cross_entropy(h, w, target)
+    assert loss.dtype == ref.dtype == torch.float32
+    assert_matches(loss, ref, torch.bfloat16, "loss")
