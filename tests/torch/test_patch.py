@@ -4,6 +4,7 @@ the same Parameter objects (optimizers unaffected), and 20 training steps with t
 unpatched torch (float32, same seeds and initial weights). Skipped only when torch is not installed."""
 
 import copy
+import importlib
 
 import pytest
 
@@ -16,6 +17,16 @@ from tilegrad.torch.patch import CAUSAL_LM_FACTS, disable, enable, is_enabled, p
 
 VOCAB, HIDDEN, SEQ, BATCH, STEPS = 96, 32, 12, 3, 20
 LOSS_RTOL = 1e-4  # 20 float32 training steps: tilegrad and torch sum in different orders
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models: one thread (results do not depend on the count, and on a loaded 2-core machine two
+    spinning OpenMP threads make these steps ~50x slower)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +297,7 @@ def test_package_exposes_patch_functions():
     not the function. Importing ``from .patch import patch, unpatch, enable, disable, PatchSummary``
     eagerly at the end of __init__.py fixes both (patch.py imports nothing heavy)."""
     import tilegrad.torch as tgt
-    import tilegrad.torch.patch as patch_module
+    patch_module = importlib.import_module("tilegrad.torch.patch")  # the attribute `patch` is the function
 
     for name in ("patch", "unpatch", "enable", "disable", "PatchSummary"):
         assert getattr(tgt, name) is getattr(patch_module, name), name
@@ -297,14 +308,14 @@ def test_package_exposes_patch_functions():
 # Hugging Face causal LMs from tiny configs (no download)
 
 
-def tiny_causal_lm(model_type, seed=0):
+def tiny_causal_lm(model_type, seed=0, tie_word_embeddings=False, dtype=torch.float32):
     transformers = pytest.importorskip("transformers")
     config = transformers.AutoConfig.for_model(
         model_type, vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, hidden_act="silu",
-        tie_word_embeddings=False, attn_implementation="eager")
+        tie_word_embeddings=tie_word_embeddings, attn_implementation="eager")
     torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config)
+    return transformers.AutoModelForCausalLM.from_config(config).to(dtype)
 
 
 def hf_forward(model, tokens, labels):
@@ -397,3 +408,32 @@ def test_deepcopy_of_patched_hf_model_is_patched_on_its_own():
     assert torch.equal(clone(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
     assert len(unpatch(clone)) == 4 and "forward" not in clone.__dict__
     assert "forward" in model.__dict__ and type(model.model.embed_tokens) is tnn.Embedding
+
+
+def test_hf_causal_lm_with_tied_embeddings_trains_like_torch():
+    """lm_head.weight is embed_tokens.weight: both tilegrad backward paths add into one Parameter."""
+    reference = tiny_causal_lm("llama", tie_word_embeddings=True)
+    patched = tiny_causal_lm("llama", tie_word_embeddings=True)
+    patched.load_state_dict(reference.state_dict())
+    assert patched.lm_head.weight is patched.model.embed_tokens.weight
+    patch(patched)
+    reference.train()
+    patched.train()
+    assert_losses_match(train(patched, forward=hf_forward), train(reference, forward=hf_forward))
+
+
+def test_hf_causal_lm_bfloat16_loss_and_gradients_match_torch():
+    """bfloat16 weights: one step's loss and lm_head gradient agree with the unpatched model to bf16 accuracy."""
+    reference = tiny_causal_lm("llama", dtype=torch.bfloat16)
+    patched = tiny_causal_lm("llama", dtype=torch.bfloat16)
+    patched.load_state_dict(reference.state_dict())
+    patch(patched)
+    reference.train()
+    patched.train()
+    tokens, labels = next(batches())
+    want, got = hf_forward(reference, tokens, labels), hf_forward(patched, tokens, labels)
+    want.backward()
+    got.backward()
+    assert abs(got.item() - want.item()) <= 2 ** -7 * abs(want.item())
+    g_want, g_got = reference.lm_head.weight.grad.double(), patched.lm_head.weight.grad.double()
+    assert (g_got - g_want).abs().max() <= 2 ** -6 * g_want.abs().max()
