@@ -291,11 +291,9 @@ def test_training_under_enable_gives_torch_losses():
 
 
 def test_package_exposes_patch_functions():
-    """``tgt.patch(model)`` is the one-line entry point of the README. NOTE to the lead: with the
-    lazy ``__getattr__`` in tilegrad/torch/__init__.py, ``from . import patch`` re-enters __getattr__
-    (RecursionError), and once the submodule is imported the package attribute ``patch`` is the module,
-    not the function. Importing ``from .patch import patch, unpatch, enable, disable, PatchSummary``
-    eagerly at the end of __init__.py fixes both (patch.py imports nothing heavy)."""
+    """``tgt.patch(model)`` is the README's one-line entry point: the package attribute must be the
+    function, not the submodule ``tilegrad.torch.patch`` of the same name (importing the submodule binds
+    that name on the package; ``__init__.py`` imports the functions eagerly so they win)."""
     import tilegrad.torch as tgt
     patch_module = importlib.import_module("tilegrad.torch.patch")  # the attribute `patch` is the function
 
