@@ -241,3 +241,17 @@ def test_torchrun_example_trains_like_single_process_torch():
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout.splitlines()[-1], r.stdout
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_empty_batch_matches_torch(reduction):
+    hidden = torch.zeros(0, H, requires_grad=True)
+    weight = torch.randn(V, H, requires_grad=True)
+    target = torch.zeros(0, dtype=torch.int64)
+    loss = vocab_parallel_cross_entropy(hidden, weight, target, vocab_start_index=0, reduction=reduction,
+                                        label_smoothing=0.1)
+    want = F.cross_entropy(hidden.detach() @ weight.detach().T, target, reduction=reduction, label_smoothing=0.1)
+    assert loss.shape == want.shape and torch.equal(torch.isnan(loss), torch.isnan(want))
+    assert torch.equal(torch.nan_to_num(loss.detach()), torch.nan_to_num(want))
+    loss.sum().backward()
+    assert weight.grad is not None and not weight.grad.any()
