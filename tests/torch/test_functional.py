@@ -69,6 +69,23 @@ def test_cross_entropy_matches_torch_float64(dtype, reduction, variant):
     assert_matches(grad, grad_ref, dtype, "grad")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_ignore_index_outside_the_classes(dtype, reduction):
+    """ignore_index 1000 (not a class) masks its rows like -100; a strided upstream gradient for none."""
+    x, x64 = rounded((7, 9), dtype, scale=2.0)
+    target = torch.tensor([0, 1000, 8, 3, 1000, 5, 2])
+    xa, xr = x.detach().requires_grad_(), x64.detach().requires_grad_()
+    loss = tgt.cross_entropy(xa, target, ignore_index=1000, reduction=reduction, label_smoothing=0.2)
+    ref = F.cross_entropy(xr, target, ignore_index=1000, reduction=reduction, label_smoothing=0.2)
+    g64 = torch.randn(14, generator=torch.Generator().manual_seed(30), dtype=torch.float64)[::2].to(dtype).double()
+    g64 = g64 if reduction == "none" else g64[0]
+    (grad,) = grads_of(loss, g64.to(dtype), xa)
+    (grad_ref,) = grads_of(ref, g64, xr)
+    assert_matches(loss, ref, dtype, "loss")
+    assert_matches(grad, grad_ref, dtype, "grad")
+
+
 def _strided_logits(kind, dtype):
     """(13, 29) logits as a transposed, a sliced or an expanded (stride-0 rows) view, and float64."""
     if kind == "transposed":
