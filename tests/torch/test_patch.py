@@ -435,3 +435,16 @@ def test_hf_causal_lm_bfloat16_loss_and_gradients_match_torch():
     assert abs(got.item() - want.item()) <= 2 ** -7 * abs(want.item())
     g_want, g_got = reference.lm_head.weight.grad.double(), patched.lm_head.weight.grad.double()
     assert (g_got - g_want).abs().max() <= 2 ** -6 * g_want.abs().max()
+
+
+def test_patching_an_inner_causal_lm_then_its_container_does_not_stack():
+    """A causal LM patched on its own, then inside a container: one fused forward, each undone by its own
+    unpatch, and the fallback path (eval) still reaches the model's own forward."""
+    lm = tiny_causal_lm("llama")
+    container = torch.nn.ModuleDict({"lm": lm})
+    assert len(patch(lm)) == 4
+    assert [r.path for r in patch(container)] == []  # everything in it is patched already
+    lm.eval()
+    tokens, _ = next(batches())
+    assert lm(input_ids=tokens).logits.shape == (BATCH, SEQ, VOCAB)
+    assert len(unpatch(container)) == 0 and len(unpatch(lm)) == 4 and "forward" not in lm.__dict__

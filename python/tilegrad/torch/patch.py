@@ -23,6 +23,7 @@ model's own forward runs unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import sys
 import types
@@ -199,11 +200,7 @@ def _swap_classes(model: torch.nn.Module, rules: Dict[type, Tuple[type, Dict[str
 
 
 def _qualname(cls: type) -> str:
-    module = cls.__module__
-    if module.startswith("torch.nn.modules"):
-        module = "torch.nn"
-    elif module == "tilegrad.torch.nn":
-        module = "tilegrad.torch.nn"
+    module = "torch.nn" if cls.__module__.startswith("torch.nn.modules") else cls.__module__
     return f"{module}.{cls.__qualname__}"
 
 
@@ -220,8 +217,14 @@ def _causal_lm_facts(module: torch.nn.Module) -> Optional[CausalLMFacts]:
     if not isinstance(getattr(module, facts.lm_head, None), torch.nn.Linear) \
             or not isinstance(getattr(module, facts.decoder, None), torch.nn.Module):
         return None
-    names = tuple(inspect.signature(type(module).forward).parameters)[1:1 + len(_CAUSAL_LM_PARAMETERS)]
-    return facts if names == _CAUSAL_LM_PARAMETERS else None
+    return facts if _has_standard_causal_lm_signature(type(module)) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _has_standard_causal_lm_signature(cls: type) -> bool:
+    """The class's forward takes transformers' causal-LM arguments in the usual order (checked once per class)."""
+    names = tuple(inspect.signature(cls.forward).parameters)[1:1 + len(_CAUSAL_LM_PARAMETERS)]
+    return names == _CAUSAL_LM_PARAMETERS
 
 
 def _standard_causal_lm_loss() -> Optional[Callable]:
@@ -288,11 +291,10 @@ def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels
 def _swap_causal_lm_forwards(model: torch.nn.Module) -> List[_ForwardSwap]:
     swaps = []
     for path, module in model.named_modules(remove_duplicate=True):
-        facts = _causal_lm_facts(module)
-        if facts is None or any(isinstance(r, _ForwardSwap) and r.module is module for r in _records(model)):
-            continue
-        had_instance_forward = "forward" in module.__dict__
         shadowed = module.__dict__.get("forward")
+        if _causal_lm_facts(module) is None or getattr(shadowed, "__func__", None) is _fused_causal_lm_forward:
+            continue  # not a supported causal LM, or patched already (from this root or another)
+        had_instance_forward = "forward" in module.__dict__
         if had_instance_forward:  # e.g. a hook library's wrapper: the fallback path keeps calling it
             module.__dict__[_PREVIOUS_FORWARD_ATTR] = shadowed
         module.__dict__["forward"] = types.MethodType(_fused_causal_lm_forward, module)
