@@ -63,9 +63,10 @@ def _reduced_shape(reduction: str, rows: int) -> List[int]:
     return [rows] if reduction == "none" else []
 
 
-def _empty() -> Tensor:
-    """Placeholder for an output that was not asked for (custom ops cannot return None)."""
-    return torch.empty(0)
+def _empty(like: Tensor) -> Tensor:
+    """Placeholder (0 elements, ``like``'s dtype) for an output that was not asked for: ops cannot
+    return None, and the fake kernels return the same."""
+    return like.new_empty([0])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -84,7 +85,8 @@ def _broadcast_shape(a: Tensor, b: Tensor) -> torch.Size:
 def _silu_backward_impl(grad_output: Tensor, input: Tensor) -> Tensor:
     sync_threads()
     if grad_output.shape == input.shape and grad_output.dtype == input.dtype:
-        out = torch.empty_like(input)  # ~3 us cheaper per call than torch.empty(shape, dtype=...)
+        # ~3 us cheaper per call than torch.empty(shape, dtype=...); contiguous, as the fake says.
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
     else:
         out = torch.empty(_broadcast_shape(grad_output, input), dtype=_silu_backward_dtype(grad_output, input))
     _core.silu_backward(as_numpy(grad_output), as_numpy(input), as_numpy(out))
@@ -131,7 +133,7 @@ def _cross_entropy_loss_impl(input: Tensor, target: Tensor, weight: Optional[Ten
                                                    reduction, ignore_index, label_smoothing, z_loss_scale,
                                                    return_zloss, as_numpy(log_prob))
     if not return_zloss:
-        return from_numpy(loss), log_prob, _empty(), _empty()
+        return from_numpy(loss), log_prob, _empty(input), _empty(input)
     return from_numpy(loss), log_prob, from_numpy(zloss), from_numpy(lse)
 
 
@@ -319,7 +321,7 @@ def _online_max_sum_impl(input: Tensor, weight: Tensor, target: Tensor, vocab_st
     results = _core.fused_linear_online_max_sum(as_numpy(input), as_numpy(weight), as_numpy(target),
                                                 vocab_start_index, vocab_end_index, return_logits)
     logits = results[5]
-    return tuple(from_numpy(r) for r in results[:5]) + (_empty() if logits is None else from_numpy(logits),)
+    return tuple(from_numpy(r) for r in results[:5]) + (_empty(input) if logits is None else from_numpy(logits),)
 
 
 def _online_max_sum_fake(input, weight, target, vocab_start_index, vocab_end_index, return_logits):
@@ -341,7 +343,7 @@ def _loss_with_max_sum_impl(logits_max: Tensor, sum_exp_logits: Tensor, predicte
     loss, softmax = _core.fused_cross_entropy_loss_with_max_sum(as_numpy(logits_max), as_numpy(sum_exp_logits),
                                                                 as_numpy(predicted_logits), label_smoothing,
                                                                 optional_numpy(logits))
-    return from_numpy(loss), _empty() if softmax is None else from_numpy(softmax)
+    return from_numpy(loss), _empty(logits_max) if softmax is None else from_numpy(softmax)
 
 
 def _loss_with_max_sum_fake(logits_max, sum_exp_logits, predicted_logits, label_smoothing, logits):
