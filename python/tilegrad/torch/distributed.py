@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 import tilegrad as _tg
 
-from ._tensor import KERNEL_FLOAT_DTYPES, as_numpy, from_numpy
+from ._tensor import as_numpy, from_numpy, unsupported_reason
 from ._threads import sync_threads
 
 __all__ = ["vocab_parallel_cross_entropy"]
@@ -67,8 +67,7 @@ def _all_reduce(t: torch.Tensor, op: Any, group: Any) -> torch.Tensor:
 # the two local backends: tilegrad's operators, or the same algorithm in torch ops
 
 def _use_tilegrad(hidden: torch.Tensor, weight: torch.Tensor) -> bool:
-    return all(t.device.type == "cpu" and t.layout == torch.strided and t.dtype in KERNEL_FLOAT_DTYPES
-               for t in (hidden, weight))
+    return unsupported_reason(hidden) is None and unsupported_reason(weight) is None
 
 
 def _local_statistics(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor, start: int
