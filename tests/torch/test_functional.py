@@ -439,6 +439,25 @@ def test_linear_cross_entropy_2d_equals_torch_linear_cross_entropy(reduction):
         assert_matches(got, want, torch.float32, f"grad_{name}")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_linear_cross_entropy_strided_input_and_weight(dtype, reduction):
+    """A transposed hidden-state view and a sliced projection weight go in as views (fused path for
+    mean, per-row path for none)."""
+    h_base, _ = rounded((16, 9), dtype)
+    w_base, _ = rounded((26, 32), dtype, scale=0.3, seed=1)
+    h, w = h_base.t(), w_base[::2, ::2]  # (9, 16) transposed, (13, 16) sliced
+    target = torch.randint(0, 13, (9,), generator=torch.Generator().manual_seed(31))
+    ha, wa = h.detach().requires_grad_(), w.detach().requires_grad_()
+    hr, wr = h.double().requires_grad_(), w.double().requires_grad_()
+    loss = tgt.linear_cross_entropy(ha, wa, target, reduction=reduction)
+    ref = lce_reference(hr, wr, target, reduction=reduction)
+    g, g64 = upstream(ref.shape, dtype)
+    assert_matches(loss, ref, dtype, "loss")
+    for got, want, name in zip(grads_of(loss, g, ha, wa), grads_of(ref, g64, hr, wr), ("input", "weight")):
+        assert_matches(got, want, dtype, f"grad_{name}")
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_linear_cross_entropy_without_grad(reduction):
     """No gradient wanted: the statistics-only path gives the same loss."""
