@@ -49,9 +49,9 @@ SUMMARY = "summary.json"
 PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order
 
 # Defaults, and what --quick changes (any flag given on the command line wins over both).
-DEFAULTS = dict(steps=200, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
-                vocab=8192, eval_interval=25, eval_batches=6, sample_tokens=120, seed=0, dtype="float32",
-                timing_rounds=10)
+DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
+                vocab=8192, eval_interval=50, eval_batches=6, sample_tokens=120, seed=0, dtype="float32",
+                timing_rounds=10, tie=1)
 QUICK = dict(steps=30, batch_size=8, context=64, dim=64, layers=2, heads=2, ffn_dim=176, vocab=512,
              eval_interval=10, eval_batches=2, sample_tokens=24, timing_rounds=3, threads=1)
 # Options a resumed run may change; everything else comes from the checkpoint.
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=int,
                        help="torch (and so tilegrad) threads (default: torch's; 1 with --quick)")
     train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default 0)")
-    train.add_argument("--eval-interval", type=int, help="steps between validations (default 25)")
+    train.add_argument("--eval-interval", type=int, help="steps between validations (default 50)")
     train.add_argument("--eval-batches", type=int, help="validation batches per evaluation (default 6)")
     model = p.add_argument_group("model and data")
     model.add_argument("--context", type=int, help=f"tokens per sequence (default {DEFAULTS['context']})")
@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--layers", type=int, help=f"transformer blocks (default {DEFAULTS['layers']})")
     model.add_argument("--heads", type=int, help=f"attention heads (default {DEFAULTS['heads']})")
     model.add_argument("--ffn-dim", type=int, help=f"SwiGLU hidden width (default {DEFAULTS['ffn_dim']})")
+    model.add_argument("--tie", type=int, choices=(0, 1),
+                       help="1: the LM head shares the token embedding's weight, 0: its own (default 1)")
     model.add_argument("--vocab", type=int, help=f"BPE vocabulary size (default {DEFAULTS['vocab']})")
     model.add_argument("--text", type=Path, default=None,
                        help="train on this UTF-8 text file (default: CPython's pydoc_data.topics)")
@@ -297,6 +299,7 @@ class ModelConfig:
     layers: int
     heads: int
     ffn_dim: int
+    tie: bool = False
 
 
 class RMSNorm(nn.Module):
@@ -358,6 +361,8 @@ class LanguageModel(nn.Module):
         self.norm = RMSNorm(cfg.dim)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
         self.apply(self._init_weights)
+        if cfg.tie:
+            self.lm_head.weight = self.tok_emb.weight
         for block in self.blocks:  # residual branches scaled down (GPT-2), so depth starts stable
             for proj in (block.attn.proj, block.mlp.proj):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * cfg.layers))
@@ -391,6 +396,11 @@ class LanguageModel(nn.Module):
             probs = torch.softmax(logits.masked_fill(logits < kth, -float("inf")), dim=-1)
             ids = torch.cat([ids, torch.multinomial(probs, 1, generator=gen)], dim=1)
         return ids
+
+
+def model_config(args: argparse.Namespace, data: "Data") -> ModelConfig:
+    return ModelConfig(vocab=data.tokenizer.get_vocab_size(), context=args.context, dim=args.dim,
+                       layers=args.layers, heads=args.heads, ffn_dim=args.ffn_dim, tie=bool(args.tie))
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -551,8 +561,7 @@ def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None) -> 
 def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict]) -> Dict:
     ops = make_ops(args.baseline)
     torch.manual_seed(args.seed)  # the same initial weights on both paths
-    cfg = ModelConfig(vocab=data.tokenizer.get_vocab_size(), context=args.context, dim=args.dim,
-                      layers=args.layers, heads=args.heads, ffn_dim=args.ffn_dim)
+    cfg = model_config(args, data)
     model = LanguageModel(cfg, ops)
     opt = make_optimizer(model, args.lr)
     completed = 0
@@ -647,7 +656,7 @@ def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> 
 # --compare: each path in a fresh process (clean peak memory), then the plot and the table
 # ----------------------------------------------------------------------------------------------------
 
-FORWARDED = ("steps", "batch_size", "lr", "dtype", "threads", "seed", "eval_interval", "eval_batches",
+FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "threads", "seed", "eval_interval", "eval_batches",
              "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "cache_dir", "sample_tokens")
 
 
@@ -666,8 +675,7 @@ def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dic
     The machine's other load then hits both paths alike; min and median over the rounds (after one
     warm-up round) are reported. The training runs' own step times are kept in their logs.
     """
-    cfg = ModelConfig(vocab=data.tokenizer.get_vocab_size(), context=args.context, dim=args.dim,
-                      layers=args.layers, heads=args.heads, ffn_dim=args.ffn_dim)
+    cfg = model_config(args, data)
     runs = {}
     for path in PATHS:
         torch.manual_seed(args.seed)

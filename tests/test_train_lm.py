@@ -103,15 +103,14 @@ def test_bfloat16_autocast_first_steps_match(compare_run):
     _, cache, _ = compare_run
     args = train_lm.parse_args(["--quick", "--cache-dir", str(cache), "--dtype", "bfloat16"])
     data = train_lm.prepare_data(None, args.vocab, cache)
-    cfg = train_lm.ModelConfig(vocab=args.vocab, context=args.context, dim=args.dim, layers=args.layers,
-                               heads=args.heads, ffn_dim=args.ffn_dim)
+    cfg = train_lm.model_config(args, data)
     losses = {}
     for baseline in (False, True):
         torch.manual_seed(0)
         model = train_lm.LanguageModel(cfg, train_lm.make_ops(baseline))
         opt = train_lm.make_optimizer(model, args.lr)
-        losses[baseline] = [train_lm.train_step(model, opt, train_lm.train_batch(data.train, s, 0, 8, 64),
-                                                args.lr, "bfloat16")[0] for s in range(3)]
+        batches = [train_lm.train_batch(data.train, s, 0, args.batch_size, args.context) for s in range(3)]
+        losses[baseline] = [train_lm.train_step(model, opt, b, args.lr, "bfloat16")[0] for b in batches]
     assert losses[False] == pytest.approx(losses[True], rel=2e-2)
 
 
