@@ -60,6 +60,42 @@ def cross_entropy_case(rows, classes, dtype, reps):
     return row
 
 
+def kernel_floor_rows(rows, classes, vocab, dim, tokens, reps):
+    """The same work on tilegrad's NumPy entry points into preallocated outputs (no autograd, no fresh
+    allocation): how much of the autograd time is the kernels and how much is allocation/first touch."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        x = (torch.randn(rows, classes, generator=g) * 2).to(dtype)
+        t = torch.randint(0, classes, (rows,), generator=g)
+        log_prob, grad = torch.empty_like(x), torch.empty_like(x)
+        xn, tn, lpn, gn = as_numpy(x), as_numpy(t), as_numpy(log_prob), as_numpy(grad)
+        one = np.ones((), dtype=xn.dtype)
+
+        def ce_kernels():
+            tg.cross_entropy_loss(xn, tn, out=lpn)
+            tg.cross_entropy_loss_grad(one, lpn, tn, out=gn)
+
+        name = {torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype]
+        out.append(compare(f"cross_entropy {name} N={rows} C={classes} fwd+bwd", {
+            "torch autograd": grad_of(lambda: F.cross_entropy(x.requires_grad_(), t), x),
+            "tilegrad kernels reused": ce_kernels,
+        }, baseline="torch autograd", reps=reps))
+        del x, log_prob, grad, xn, lpn, gn
+        gc.collect()
+    w = torch.randn(vocab, dim, generator=g).requires_grad_()
+    ids = torch.randint(0, vocab, (tokens,), generator=g)
+    up = torch.randn(tokens, dim, generator=g)
+    grad_w = torch.empty(vocab, dim)
+    upn, idn, gwn = as_numpy(up), as_numpy(ids), as_numpy(grad_w)
+    emb = F.embedding(ids, w)
+    out.append(compare(f"embedding backward V={vocab} D={dim} tokens={tokens}", {
+        "torch autograd": lambda: torch.autograd.grad(emb, w, up, retain_graph=True),
+        "tilegrad kernels reused": lambda: tg.embedding_dense_backward(upn, idn, vocab, -1, False, out=gwn),
+    }, baseline="torch autograd", reps=reps))
+    return out
+
+
 def embedding_cases(vocab, dim, tokens, reps):
     g = torch.Generator().manual_seed(1)
     w = torch.randn(vocab, dim, generator=g).requires_grad_()
@@ -185,7 +221,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes, 3 repetitions")
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (tilegrad follows); "
+                        "default: torch's")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     reps = 3 if args.quick else args.reps
     scale = 8 if args.quick else 1
     print(f"# tilegrad.torch {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__} eager, "
@@ -202,6 +242,9 @@ def main():
     rows.append(silu_case((16 << 20) // scale, reps))
     gc.collect()
     print_table(rows, "forward + backward through autograd")
+    print()
+    print_table(kernel_floor_rows(8192 // scale, 32000, 32000 // scale, 4096 // scale, 8192, reps),
+                "kernel floor: tilegrad's NumPy entry points into reused outputs (no autograd allocation)")
 
     overhead = per_call_overhead(1024, max(reps, 25))  # short loops, many reps: the least-disturbed one
     print()
