@@ -137,20 +137,56 @@ def test_malloc_errors_and_double_free():
     assert lib.aclrtFreeHost(h) == ACL_SUCCESS
 
 
-@pytest.mark.parametrize("kind", [H2H, H2D, D2H, D2D, DEFAULT])
-def test_memcpy_every_kind(kind):
+def test_memcpy_every_kind():
+    """Each kind in its own direction (host = NumPy memory, device = aclrtMalloc), and DEFAULT in all."""
     src = np.arange(100, dtype=np.float32)
-    dev_a, dev_b = malloc(400), malloc(400)
     back = np.zeros(100, np.float32)
+    host_copy = np.zeros(100, np.float32)
+    dev_a, dev_b = malloc(400), malloc(400)
+    s, b, h = vp(src.ctypes.data), vp(back.ctypes.data), vp(host_copy.ctypes.data)
     try:
-        assert lib.aclrtMemcpy(vp(dev_a), 400, vp(src.ctypes.data), 400, kind) == ACL_SUCCESS
-        assert lib.aclrtMemcpy(vp(dev_b), 400, vp(dev_a), 400, kind) == ACL_SUCCESS
-        assert lib.aclrtMemcpy(vp(back.ctypes.data), 400, vp(dev_b), 400, kind) == ACL_SUCCESS
-        np.testing.assert_array_equal(back, src)
-        assert lib.aclrtMemcpy(vp(dev_a + 396), 4, vp(src.ctypes.data), 4, kind) == ACL_SUCCESS  # last element
+        for h2d, d2d, d2h, h2h in ((H2D, D2D, D2H, H2H), (DEFAULT, DEFAULT, DEFAULT, DEFAULT)):
+            back[:] = 0
+            host_copy[:] = 0
+            assert lib.aclrtMemcpy(vp(dev_a), 400, s, 400, h2d) == ACL_SUCCESS
+            assert lib.aclrtMemcpy(vp(dev_b), 400, vp(dev_a), 400, d2d) == ACL_SUCCESS
+            assert lib.aclrtMemcpy(b, 400, vp(dev_b), 400, d2h) == ACL_SUCCESS
+            np.testing.assert_array_equal(back, src)
+            assert lib.aclrtMemcpy(h, 400, s, 400, h2h) == ACL_SUCCESS
+            np.testing.assert_array_equal(host_copy, src)
+            assert lib.aclrtMemcpy(vp(dev_a + 396), 4, s, 4, h2d) == ACL_SUCCESS  # last element
     finally:
         lib.aclrtFree(vp(dev_a))
         lib.aclrtFree(vp(dev_b))
+
+
+def test_memcpy_device_pointer_must_be_inside_an_allocation():
+    """Hostile-testing defect: aclrtMemcpy((char*)p + 64, 1, src, 1, HOST_TO_DEVICE) on a 64-byte
+    allocation returned 0 and wrote one byte past it (ASan heap-buffer-overflow). A device-side
+    pointer must lie inside a live allocation, the whole range with it."""
+    dev = malloc(64)
+    src = np.full(8, 0xAB, np.uint8)
+    dst = np.zeros(8, np.uint8)
+    try:
+        assert lib.aclrtMemcpy(vp(dev + 64), 1, vp(src.ctypes.data), 1, H2D) == ACL_ERROR_INVALID_PARAM
+        assert "dst" in (msg := last_error()) and "not inside any live aclrtMalloc allocation" in msg, msg
+        assert lib.aclrtMemcpy(vp(dst.ctypes.data), 1, vp(dev + 64), 1, D2H) == ACL_ERROR_INVALID_PARAM
+        assert "src" in last_error()
+        assert lib.aclrtMemcpy(vp(dev + 64), 1, vp(dev), 1, D2D) == ACL_ERROR_INVALID_PARAM
+        assert lib.aclrtMemset(vp(dev + 64), 1, 0, 1) == ACL_ERROR_INVALID_PARAM
+        assert "aclrtMemset: devPtr" in last_error()
+        # host memory is never a device pointer
+        assert lib.aclrtMemcpy(vp(dst.ctypes.data), 8, vp(src.ctypes.data), 8, H2D) == ACL_ERROR_INVALID_PARAM
+        assert (dst == 0).all()
+        # a freed allocation is no longer device memory
+        q = malloc(16)
+        assert lib.aclrtFree(vp(q)) == ACL_SUCCESS
+        assert lib.aclrtMemcpy(vp(q), 1, vp(src.ctypes.data), 1, H2D) == ACL_ERROR_INVALID_PARAM
+        # the last byte inside is fine
+        assert lib.aclrtMemcpy(vp(dev + 63), 1, vp(src.ctypes.data), 1, H2D) == ACL_SUCCESS
+        assert ctypes.c_uint8.from_address(dev + 63).value == 0xAB
+    finally:
+        lib.aclrtFree(vp(dev))
 
 
 def test_memcpy_refuses_overruns():
@@ -212,6 +248,52 @@ def test_create_tensor_bad_arguments():
     assert last_error() == "aclCreateTensor: offset must be >= 0, got -1"
     assert _create([2, 3], [3, 1], dims_num=100) is None
     assert last_error() == "aclCreateTensor: viewDimsNum 100 is not a plausible rank"
+
+
+@pytest.mark.parametrize("code", [-1, 5, 13, 14, 15, 18, 26, 28, 99, 1 << 20])
+def test_create_tensor_unknown_dtype_is_null(code):
+    """Hostile-testing defect: aclCreateTensor with data type 99 returned a tensor; the header promises NULL."""
+    buf = np.zeros(4, np.float32)
+    dims = (ctypes.c_int64 * 1)(4)
+    strides = (ctypes.c_int64 * 1)(1)
+    t = lib.aclCreateTensor(dims, 1, code, strides, 0, 2, dims, 1, vp(buf.ctypes.data))
+    assert t is None
+    assert last_error() == f"aclCreateTensor: dataType {code} is not a data type tilegrad knows"
+
+
+@pytest.mark.parametrize("code, name", [(16, "complex64"), (17, "complex128")])
+def test_complex_inputs_are_named_in_messages(code, name):
+    """Hostile-testing defect: COMPLEX64/COMPLEX128 inputs were reported as dtype "undefined"."""
+    a = np.zeros(8, np.float32)
+    storage = np.zeros(8, np.complex128)  # big enough for either complex type
+    with AclTensors() as t:
+        x = create_tensor(storage, dtype_code=code)
+        try:
+            status, msg = run_op(OP, [t.new(a), x, t.new(a.copy())])
+        finally:
+            lib.aclDestroyTensor(vp(x))
+    assert status == ACLNN_ERR_PARAM_INVALID
+    assert name in msg and "undefined" not in msg, msg
+
+
+def test_destroy_null_executor_is_161001():
+    """Hostile-testing defect: aclDestroyAclOpExecutor(nullptr) returned 161002 instead of 161001."""
+    assert lib.aclDestroyAclOpExecutor(None) == ACLNN_ERR_PARAM_NULLPTR
+    assert last_error() == "aclDestroyAclOpExecutor: executor is null"
+    assert lib.aclDestroyAclOpExecutor(vp(0x12345)) == ACLNN_ERR_PARAM_INVALID
+
+
+def test_recent_error_message_is_cleared_when_read():
+    """Hostile-testing defect: aclGetRecentErrMsg kept reporting an old error after later successful
+    calls. As the vendor's, reading returns the thread's latest message and clears it."""
+    assert lib.aclrtSetDevice(5) == ACL_ERROR_RT_INVALID_DEVICEID
+    assert lib.aclrtSetDevice(0) == ACL_SUCCESS
+    assert last_error() == "aclrtSetDevice: deviceId must be 0 (the CPU), got 5"
+    assert last_error() == ""
+    a = np.ones(8, np.float32)
+    with AclTensors() as t:
+        assert run_op(OP, [t.new(a), t.new(a.copy()), t.new(a.copy())]) == (ACLNN_SUCCESS, "")
+    assert last_error() == ""
 
 
 def test_create_tensor_getters():
