@@ -261,3 +261,27 @@ def test_fp16_t_bfloat16_and_aclFloatToFloat16_round_to_nearest_even(rounding_pr
     ints = lines[-1].split()
     assert ints[0] == "ints"
     assert [int(x, 16) for x in ints[1:]] == [0x4200, 0x7C00, 0xC000, 0x4300, 0x40E0]
+
+
+def test_read_only_package_gets_a_prefix_in_the_user_cache(tmp_path, monkeypatch):
+    """When the installed package cannot be written, --ascend-home hands out a copy in the user's cache
+    whose libraries name the same libtilegrad.so and whose setenv.bash finds it."""
+    from tilegrad import _paths
+
+    real = _paths._point_prefix_libraries_at
+    installed = os.path.join(_paths._HERE, "ascend")
+
+    def refuse_inside_package(home, library):
+        if os.path.realpath(home) == os.path.realpath(installed):
+            raise PermissionError(13, "read-only", home)
+        real(home, library)
+
+    monkeypatch.setattr(_paths, "_point_prefix_libraries_at", refuse_inside_package)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    home = Path(_paths.get_ascend_home())
+    assert tmp_path in home.parents
+    library = os.path.realpath(tilegrad.get_library())
+    assert library in (home / "lib64" / "libascendcl.so").read_text()
+    out = _run(["bash", "-c", f'source "{home}/bin/setenv.bash" && echo "$LD_LIBRARY_PATH"'], env=_clean_env())
+    assert Path(out.strip()).resolve() == Path(library).parent
+    assert Path(_paths.get_ascend_home()) == home  # reused, not copied again

@@ -67,12 +67,15 @@ def _user_copy_of_prefix(home: str, library: str) -> str:
 
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     key = hashlib.sha256(library.encode()).hexdigest()[:16]
-    copy = os.path.join(cache, "tilegrad", f"ascend-{key}")
+    root = os.path.join(cache, "tilegrad", key)  # one per installed library
+    copy = os.path.join(root, "ascend")
     if not os.path.isdir(copy):
-        shutil.copytree(home, copy + f".tmp{os.getpid()}")
-        os.replace(copy + f".tmp{os.getpid()}", copy)
+        os.makedirs(root, exist_ok=True)
+        tmp = f"{copy}.tmp{os.getpid()}"
+        shutil.copytree(home, tmp)
+        os.replace(tmp, copy)
     # setenv.bash finds libtilegrad.so as <prefix>/../lib: give the copy that neighbour too.
-    lib_dir = os.path.join(os.path.dirname(copy), "lib")
+    lib_dir = os.path.join(root, "lib")
     if not os.path.exists(lib_dir):
         os.symlink(os.path.dirname(library), lib_dir)
     return copy
