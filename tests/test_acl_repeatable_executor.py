@@ -6,6 +6,7 @@ Values are checked against float64 NumPy (SiLU backward) or against a fresh sing
 data (the operators' own tests check those against references)."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -241,3 +242,75 @@ def test_destroy_while_other_threads_use_other_executors(threads):
     for th in ths:
         th.join()
     assert errors == []
+
+
+def _tensor_without_data(shape, dtype_code):
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    ptr = lib.aclCreateTensor(dims, len(shape), dtype_code, (ctypes.c_int64 * len(shape))(*strides), 0, 2, dims,
+                              len(shape), None)
+    assert ptr, last_error()
+    return ptr
+
+
+def test_vendor_sample_tensors_without_data_then_addresses():
+    """The vendor's aclSetInputTensorAddr sample: tensors created with nullptr data, GetWorkspaceSize,
+    aclSetAclOpExecutorRepeatable, then every address set before the launch."""
+    rng = np.random.default_rng(6)
+    tdy, tx, tdx = (_tensor_without_data([2, 3], 0) for _ in range(3))
+    try:
+        status, ws, ex = get_workspace_size(SILU, [tdy, tx, tdx])
+        assert status == ACLNN_SUCCESS, last_error()
+        assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_SUCCESS
+        # launching before the addresses are known is refused, not a crash
+        assert launch(SILU, ex, ws) == ACLNN_ERR_PARAM_NULLPTR
+        assert re.fullmatch(r"aclnnSiluBackward: (gradOutput|self|gradInput) data is null \(give it an address "
+                            r"with aclSetInputTensorAddr / aclSetOutputTensorAddr before launching\)", last_error())
+        for _ in range(2):
+            dy, x = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32)
+            dx = np.zeros((2, 3), np.float32)
+            assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tdy), vp(dy.ctypes.data)) == ACLNN_SUCCESS
+            assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tx), vp(x.ctypes.data)) == ACLNN_SUCCESS
+            assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(tdx), vp(dx.ctypes.data)) == ACLNN_SUCCESS
+            assert launch(SILU, ex, ws) == ACLNN_SUCCESS, last_error()
+            np.testing.assert_allclose(dx, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+    finally:
+        for p in (tdy, tx, tdx):
+            lib.aclDestroyTensor(vp(p))
+
+
+def test_tensors_without_data_get_the_same_workspace_and_checks():
+    """Phase 1 over tensors without data asks for the workspace real data would (embedding backward
+    needs one), and addresses that overlap badly are still refused at the launch."""
+    op = "aclnnEmbeddingDenseBackward"
+    rng = np.random.default_rng(7)
+    grad = rng.standard_normal((30, 4)).astype(np.float32)
+    idx = rng.integers(0, 10, 30).astype(np.int64)
+    out = np.zeros((10, 4), np.float32)
+    scalars = [ctypes.c_uint64(10), ctypes.c_uint64(3), ctypes.c_bool(False)]
+    with AclTensors() as t:
+        status, ws_real, ex_real = get_workspace_size(op, [t.new(grad), t.new(idx), *scalars, t.new(out)])
+        assert status == ACLNN_SUCCESS and lib.aclDestroyAclOpExecutor(vp(ex_real)) == ACLNN_SUCCESS
+    tg_, ti, to = _tensor_without_data([30, 4], 0), _tensor_without_data([30], 9), _tensor_without_data([10, 4], 0)
+    try:
+        status, ws, ex = get_workspace_size(op, [tg_, ti, *scalars, to])
+        assert status == ACLNN_SUCCESS and ws == ws_real > 0
+        assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_SUCCESS
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tg_), vp(grad.ctypes.data)) == ACLNN_SUCCESS
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(ti), vp(idx.ctypes.data)) == ACLNN_SUCCESS
+        assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(to), vp(grad.ctypes.data + 16)) == ACLNN_SUCCESS
+        assert launch(op, ex, ws) == ACLNN_ERR_PARAM_INVALID  # out overlaps grad
+        assert "overlap" in last_error()
+        assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(to), vp(out.ctypes.data)) == ACLNN_SUCCESS
+        assert launch(op, ex, ws) == ACLNN_SUCCESS, last_error()
+        want = np.zeros((10, 4))
+        keep = idx != 3  # paddingIdx 3 gets no gradient
+        np.add.at(want, idx[keep], grad[keep].astype(np.float64))
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+    finally:
+        for p in (tg_, ti, to):
+            lib.aclDestroyTensor(vp(p))

@@ -87,8 +87,12 @@ TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
     check(lo >= 0 && hi < storage, op, ": ", arg, " view (shape ", shape_str(v.shape), ", strides ",
           shape_str(v.strides), ", offset ", t->offset, ") reaches elements [", lo, ", ", hi,
           "] outside its storage of ", storage, " elements (storage shape ", shape_str(t->storage_dims), ")");
-    require_not_null(op, (std::string(arg) + " data").c_str(), t->data);
-    v.data = static_cast<char*>(t->data) + t->offset * es;
+    void* data = t->data ? t->data : executor_placeholder_data(t);
+    if (!data && executor_rebuilding())
+      fail(Status::kParamNullptr, op, ": ", arg, " data is null (give it an address with aclSetInputTensorAddr / "
+           "aclSetOutputTensorAddr before launching)");
+    require_not_null(op, (std::string(arg) + " data").c_str(), data);
+    v.data = static_cast<char*>(data) + t->offset * es;
   }
   return v;
 }

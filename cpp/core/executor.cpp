@@ -96,6 +96,19 @@ const aclTensor* executor_tensor(const char* arg, const aclTensor* t) {
   return t;
 }
 
+// Kernel-half addresses (never a user-space pointer on x86-64 / AArch64 Linux), 1 TiB apart.
+constexpr uintptr_t kPlaceholderBase = uintptr_t(0xffffa00000000000ull);
+constexpr uintptr_t kPlaceholderStride = uintptr_t(1) << 40;
+
+void* executor_placeholder_data(const aclTensor* t) {
+  if (!t_recording || t_recording->empty() || t_recording->back().user != t) return nullptr;
+  TensorRecord& r = t_recording->back();  // executor_tensor recorded t just before
+  r.placeholder = true;
+  return reinterpret_cast<void*>(kPlaceholderBase + (t_recording->size() - 1) * kPlaceholderStride);
+}
+
+bool executor_rebuilding() { return t_replaying != nullptr; }
+
 namespace {
 
 uintptr_t insert_entry(Entry entry) {
@@ -146,6 +159,7 @@ aclOpExecutor* register_rebindable_executor(const char* op, std::unique_ptr<Laun
   e.params = std::move(params);
   e.make = std::move(make);
   e.tensors = std::move(tensors);
+  for (const TensorRecord& r : e.tensors) e.stale |= r.placeholder;  // built over stand-ins: rebuild first
   return reinterpret_cast<aclOpExecutor*>(insert_entry(std::move(e)));
 }
 

@@ -59,6 +59,15 @@ int32_t launch_executor(const char* op, void* workspace, uint64_t workspace_size
 // returns t; while it rebuilds, returns its copy of the tensor recorded under `arg`; otherwise t.
 const aclTensor* executor_tensor(const char* arg, const aclTensor* t);
 
+// view_of's stand-in for a NULL data pointer while a rebindable executor records its make() (the
+// vendor's repeatable-executor samples create tensors without data and set the addresses later): a
+// distinct address in kernel space, where no user pointer lies, that phase 1 only compares and never
+// reads (no operator reads data before its launch). The executor then rebuilds before every launch
+// until all addresses were given. nullptr when not recording.
+void* executor_placeholder_data(const aclTensor* t);
+// True while an executor's make() runs again over new addresses.
+bool executor_rebuilding();
+
 // Registry plumbing for create_executor.
 using MakeLaunch = std::function<std::unique_ptr<Launch>()>;
 struct TensorRecord;
@@ -82,6 +91,7 @@ struct TensorRecord {
   const aclTensor* user = nullptr;
   std::string arg;
   aclTensor copy;
+  bool placeholder = false;  // recorded with NULL data: phase 1 used a stand-in address
 };
 
 template <class Make>

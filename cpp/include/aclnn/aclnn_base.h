@@ -44,7 +44,8 @@ ACLNN_API aclnnStatus aclnnFinalize(void);
 /* A view (viewDims, stride in elements, offset in elements) over storage (storageDims) at tensorData.
  * Returns NULL (with aclGetRecentErrMsg set) when a dims pointer is NULL with a non-zero count, a
  * dimension is negative, or the dtype is unknown. The view is checked against the storage when an
- * operator uses it. */
+ * operator uses it. tensorData may be NULL at aclnnXxxGetWorkspaceSize (as in the vendor's samples);
+ * the launch refuses it (161001) until aclSetInputTensorAddr / aclSetOutputTensorAddr gave an address. */
 ACLNN_API aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
                                      const int64_t* stride, int64_t offset, aclFormat format,
                                      const int64_t* storageDims, uint64_t storageDimsNum, void* tensorData);
