@@ -177,7 +177,8 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize
     const aclTensor* gradOutput, const aclTensor* self, const aclTensor* target, const aclTensor* weightOptional,
     const aclTensor* posWeightOptional, int64_t reduction, aclTensor* out, uint64_t* workspaceSize,
     aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self", "target", "weightOptional", "posWeightOptional"}, {"out"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradOutput", gradOutput);
     core::require_not_null(ops::kOp, "self", self);
     core::require_not_null(ops::kOp, "target", target);

@@ -331,7 +331,11 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, bool returnZloss,
     const aclTensor* lossOut, const aclTensor* logProbOut, const aclTensor* zlossOut,
     const aclTensor* lseForZlossOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  // A copy the executor keeps (it may rebuild after the caller's string is gone); null stays null.
+  const std::string reduction = reductionOptional ? reductionOptional : "";
+  const bool has_reduction = reductionOptional != nullptr;
+  return core::create_rebindable_executor(ops::kOp, {{"input", "target", "weightOptional"}, {"lossOut", "logProbOut", "zlossOut", "lseForZlossOut"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "input", input);
     core::require_not_null(ops::kOp, "target", target);
     core::require_not_null(ops::kOp, "lossOut", lossOut);
@@ -348,7 +352,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     a.log_prob = core::view_of(ops::kOp, "logProbOut", logProbOut);
     a.zloss = core::optional_view_of(ops::kOp, "zlossOut", zlossOut);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOut", lseForZlossOut);
-    a.reduction = reductionOptional;
+    a.reduction = has_reduction ? reduction.c_str() : nullptr;
     a.ignore_index = ignoreIndex;
     a.label_smoothing = labelSmoothing;
     a.zscale = lseSquareScaleForZloss;

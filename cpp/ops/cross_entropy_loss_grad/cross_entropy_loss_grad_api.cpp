@@ -218,7 +218,11 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* gradZlossOptional, const aclTensor* lseForZlossOptional, char* reductionOptional,
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, const aclTensor* out,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  // A copy the executor keeps (it may rebuild after the caller's string is gone); null stays null.
+  const std::string reduction = reductionOptional ? reductionOptional : "";
+  const bool has_reduction = reductionOptional != nullptr;
+  return core::create_rebindable_executor(ops::kOp, {{"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"}, {"xGradOut"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradLoss", gradLoss);
     core::require_not_null(ops::kOp, "logProb", logProb);
     core::require_not_null(ops::kOp, "target", target);
@@ -231,7 +235,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     a.grad_zloss = core::optional_view_of(ops::kOp, "gradZlossOptional", gradZlossOptional);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOptional", lseForZlossOptional);
     a.x_grad = core::view_of(ops::kOp, "xGradOut", out);
-    a.reduction = reductionOptional;
+    a.reduction = has_reduction ? reduction.c_str() : nullptr;
     a.ignore_index = ignoreIndex;
     a.label_smoothing = labelSmoothing;
     a.zscale = lseSquareScaleForZloss;

@@ -281,7 +281,8 @@ extern "C" aclnnStatus aclnnEmbeddingDenseBackwardGetWorkspaceSize(const aclTens
                                                                   uint64_t numWeights, uint64_t paddingIdx,
                                                                   bool scaleGradByFreq, const aclTensor* out,
                                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  return core::create_rebindable_executor(ops::kOp, {{"grad", "indices"}, {"out"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "grad", grad);
     core::require_not_null(ops::kOp, "indices", indices);
     core::require_not_null(ops::kOp, "out", out);

@@ -101,7 +101,8 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnSiluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
                                                         aclTensor* gradInput, uint64_t* workspaceSize,
                                                         aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self"}, {"gradInput"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradOutput", gradOutput);
     core::require_not_null(ops::kOp, "self", self);
     core::require_not_null(ops::kOp, "gradInput", gradInput);
