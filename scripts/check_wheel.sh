@@ -8,7 +8,8 @@
 #      installed wheel, built and run;
 #   4. the test suite against the installed wheel: tests/ and examples/ copied out of the source tree,
 #      pytest run there (rootdir outside the tree), after checking that `import tilegrad` is the wheel;
-#   5. with torch installed in the venv (torch==2.13.0, the CPU build; skipped with --no-torch):
+#   5. with torch installed in the venv (torch==2.13.0, the CPU build, and the torch extra; not with
+#      --no-torch, which leaves the torch tests to skip):
 #      exactly one OpenMP runtime in a process holding tilegrad, oneDNN and torch, whichever is
 #      imported first (scripts/openmp_runtimes.py --expect-one).
 #
@@ -61,11 +62,14 @@ assert tilegrad.build_info().startswith('tilegrad $expected_version;'), tilegrad
 print('import tilegrad:', tilegrad.__file__, 'version', tilegrad.__version__)
 ")
 
-step "test extra (pytest, cmake, ninja, ...)"
-"$vpython" -m pip install -q --only-binary=:all: "${wheel}[test]"
 if [[ $with_torch -eq 1 ]]; then
-  step "torch==2.13.0 (CPU build) for the cross-checks and the OpenMP check"
+  # torch first, pinned: a bare `torch` requirement could resolve to a CUDA build from the index.
+  step "torch==2.13.0 (CPU build), then the torch and test extras"
   "$vpython" -m pip install -q torch==2.13.0
+  "$vpython" -m pip install -q --only-binary=:all: "${wheel}[torch,test]"
+else
+  step "the test extra (pytest, cmake, ninja, ...)"
+  "$vpython" -m pip install -q --only-binary=:all: "${wheel}[test]"
 fi
 
 step "C++ route: examples/cpp with find_package(tilegrad) from the installed wheel"
