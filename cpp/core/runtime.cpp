@@ -94,8 +94,12 @@ int get_num_threads() {
   return n > 0 ? n : std::max(1, omp_get_max_threads());
 }
 
+#ifndef TILEGRAD_VERSION
+#error "TILEGRAD_VERSION is defined by CMakeLists.txt from pyproject.toml"
+#endif
+
 std::string build_info() {
-  std::string s = "tilegrad 0.1.0; compiler ";
+  std::string s = "tilegrad " TILEGRAD_VERSION "; compiler ";
 #if defined(__clang__)
   s += "clang " __clang_version__;
 #elif defined(__GNUC__)
