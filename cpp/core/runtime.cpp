@@ -199,7 +199,8 @@ void set_max_isa(const std::string& name) {
 std::string max_isa() { return isa_name(isa_cap()); }
 
 void set_num_threads(int n) {
-  core::check(n >= 1 && n <= kMaxNumThreads, "set_num_threads: n must be in [1, ", kMaxNumThreads, "], got ", n);
+  core::check(n >= 1, "set_num_threads: n must be >= 1, got ", n);
+  core::check(n <= kMaxNumThreads, "set_num_threads: n must be <= ", kMaxNumThreads, ", got ", n);
   g_num_threads.store(n);
 }
 

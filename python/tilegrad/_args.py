@@ -17,17 +17,28 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 
+PARAM_INVALID = 161002  # the aclnn status code every tilegrad exception carries as ``code``
+
+
 def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def check_int(op: str, name: str, value: Any, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
-    """``value`` as a Python int in ``[lo, hi]`` (TypeError if not an integer, ValueError if out of range)."""
+def argument_error(kind: type, message: str) -> Exception:
+    """A ValueError/TypeError with the ``code`` attribute the C++ layer's exceptions have."""
+    e = kind(message)
+    e.code = PARAM_INVALID
+    return e
+
+
+def check_int(op: str, name: str, value: Any, lo: Optional[int] = INT64_MIN, hi: Optional[int] = INT64_MAX) -> int:
+    """``value`` as a Python int in ``[lo, hi]`` (TypeError if not an integer, ValueError if out of
+    range; ``None`` bounds are not checked)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{op}: {name} must be an int, got {value!r} ({_type_name(value)})")
+        raise argument_error(TypeError, f"{op}: {name} must be an int, got {value!r} ({_type_name(value)})")
     value = int(value)
-    if not lo <= value <= hi:
-        raise ValueError(f"{op}: {name} must be in [{lo}, {hi}], got {value}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise argument_error(ValueError, f"{op}: {name} must be in [{lo}, {hi}], got {value}")
     return value
 
 
@@ -39,16 +50,16 @@ def check_optional_int(op: str, name: str, value: Any, lo: int = INT64_MIN, hi: 
 def check_bool(op: str, name: str, value: Any) -> bool:
     """``value`` as a Python bool (TypeError unless it is ``bool`` or ``numpy.bool_``)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{op}: {name} must be a bool, got {value!r} ({_type_name(value)})")
+        raise argument_error(TypeError, f"{op}: {name} must be a bool, got {value!r} ({_type_name(value)})")
     return bool(value)
 
 
 def check_str(op: str, name: str, value: Any) -> str:
     """``value`` itself if it is a ``str`` without NUL characters."""
     if not isinstance(value, str):
-        raise TypeError(f"{op}: {name} must be a str, got {value!r} ({_type_name(value)})")
+        raise argument_error(TypeError, f"{op}: {name} must be a str, got {value!r} ({_type_name(value)})")
     if "\0" in value:
-        raise ValueError(f"{op}: {name} must not contain NUL characters, got {value!r}")
+        raise argument_error(ValueError, f"{op}: {name} must not contain NUL characters, got {value!r}")
     return value
 
 
@@ -56,7 +67,7 @@ def check_float(op: str, name: str, value: Any) -> float:
     """``value`` as a Python float (TypeError unless a real number other than bool; NaN passes
     through for the operator's own range check to reject with its rule)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{op}: {name} must be a float, got {value!r} ({_type_name(value)})")
+        raise argument_error(TypeError, f"{op}: {name} must be a float, got {value!r} ({_type_name(value)})")
     return float(value)
 
 

@@ -3,7 +3,7 @@
 import warnings
 
 from . import _core
-from ._args import check_int, check_str
+from ._args import argument_error, check_int, check_str
 
 MAX_NUM_THREADS: int = _core.MAX_NUM_THREADS
 
@@ -24,7 +24,11 @@ def set_num_threads(n: int) -> None:
     ``n`` must be an int (or NumPy integer) in ``[1, MAX_NUM_THREADS]`` (1024): ``TypeError``
     otherwise, ``ValueError`` out of range. ``OMP_NUM_THREADS`` above the maximum is capped to it.
     """
-    _core.set_num_threads(check_int("set_num_threads", "n", n, 1, MAX_NUM_THREADS))
+    n = check_int("set_num_threads", "n", n, None, None)
+    if not 1 <= n <= MAX_NUM_THREADS:  # the C++ layer's messages, also for values beyond a C int
+        rule = ">= 1" if n < 1 else f"<= {MAX_NUM_THREADS}"
+        raise argument_error(ValueError, f"set_num_threads: n must be {rule}, got {n}")
+    _core.set_num_threads(n)
 
 
 def get_num_threads() -> int:
