@@ -33,6 +33,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -99,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--vocab", type=int, help=f"BPE vocabulary size (default {DEFAULTS['vocab']})")
     model.add_argument("--text", type=Path, default=None,
                        help="train on this UTF-8 text file (default: CPython's pydoc_data.topics)")
+    model.add_argument("--corpus", choices=("pydoc", "stdlib"), default="pydoc",
+                       help="built-in text when no --text: the Python documentation (default) or the "
+                            "standard library's source (for large vocabularies)")
     model.add_argument("--cache-dir", type=Path, default=None,
                        help="tokenizer cache (default: $XDG_CACHE_HOME or ~/.cache, then tilegrad/train_lm)")
     model.add_argument("--sample-tokens", type=int, help="tokens generated at the end (default 120)")
@@ -148,11 +152,16 @@ def check_args(args: argparse.Namespace) -> None:
 # Data: text -> cached byte-level BPE -> token ids, a held-out split, batches that depend on (seed, step)
 # ----------------------------------------------------------------------------------------------------
 
-def load_documents(path: Optional[Path]) -> List[str]:
-    """The user's file (one document), or the Python documentation shipped with CPython: 79 topics,
-    ~460k characters."""
+def load_documents(path: Optional[Path], corpus: str = "pydoc") -> List[str]:
+    """The user's file (one document), or text that ships with CPython, nothing downloaded:
+    "pydoc" = the Python documentation (pydoc_data.topics: 79 topics, ~460k characters);
+    "stdlib" = the standard library's top-level modules (~170 .py files, ~4.7M characters), large
+    enough for a 32k vocabulary."""
     if path is not None:
         return [path.read_text(encoding="utf-8")]
+    if corpus == "stdlib":
+        lib = Path(sysconfig.get_paths()["stdlib"])
+        return [f.read_text(encoding="utf-8", errors="replace") for f in sorted(lib.glob("*.py"))]
     from pydoc_data.topics import topics
     return [topics[name].strip() + "\n" for name in sorted(topics)]
 
@@ -182,11 +191,11 @@ class Data:
     tokenizer_file: Path
 
 
-def prepare_data(text_path: Optional[Path], vocab: int, cache_dir: Optional[Path]) -> Data:
+def prepare_data(text_path: Optional[Path], vocab: int, cache_dir: Optional[Path], corpus: str = "pydoc") -> Data:
     """Tokenizer and token ids, trained and encoded once per (text, vocabulary) and cached."""
     import tokenizers
 
-    train_text, val_text = split_documents(load_documents(text_path))
+    train_text, val_text = split_documents(load_documents(text_path, corpus))
     key = hashlib.sha256(f"bpe-v2|{tokenizers.__version__}|{vocab}|{len(train_text)}|".encode()
                          + train_text.encode() + val_text.encode()).hexdigest()[:16]
     cache = (cache_dir or default_cache_dir()) / key
@@ -657,7 +666,8 @@ def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> 
 # ----------------------------------------------------------------------------------------------------
 
 FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "threads", "seed", "eval_interval", "eval_batches",
-             "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "cache_dir", "sample_tokens")
+             "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
+             "sample_tokens")
 
 
 def child_command(args: argparse.Namespace, path: str) -> List[str]:
@@ -704,6 +714,11 @@ def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
     for path in PATHS:
         print(f"\n=== {path} ===", flush=True)
         subprocess.run(child_command(args, path), check=True)
+    return compare_report(args, data)
+
+
+def compare_report(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
+    """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
     summaries = {p: json.loads((args.out / p / SUMMARY).read_text()) for p in PATHS}
     print(f"\n=== timing: {args.timing_rounds} rounds of alternating steps ===", flush=True)
     for path, timing in interleaved_timing(args, data, args.timing_rounds).items():
@@ -779,8 +794,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
     ckpt = None
     if args.resume is not None:
         args, ckpt = restore_args(args)
-    data = prepare_data(args.text, args.vocab, args.cache_dir)
+    data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
     print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
+    if data.tokenizer.get_vocab_size() < args.vocab:
+        print(f"note: the text supports only {data.tokenizer.get_vocab_size()} BPE tokens (--vocab {args.vocab}); "
+              "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)
     if args.compare:
         return compare(args, data)
     return train(args, data, ckpt)

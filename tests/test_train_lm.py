@@ -81,6 +81,15 @@ def test_tokenizer_is_trained_once_then_cached(compare_run):
     assert data.tokenizer.decode(data.tokenizer.encode(text).ids) == text  # byte level: lossless
 
 
+def test_builtin_corpora_split_into_train_and_validation():
+    for corpus, least in (("pydoc", 400_000), ("stdlib", 1_000_000)):
+        docs = train_lm.load_documents(None, corpus)
+        train, val = train_lm.split_documents(docs)
+        assert len(docs) >= 50 and len(train) + len(val) >= least
+        assert 0.03 < len(val) / (len(train) + len(val)) < 0.2  # every 10th document held out
+        assert docs[5] in val and docs[5] not in train
+
+
 def test_resume_continues_with_the_same_losses(compare_run, tmp_path):
     """Stopped after 10 steps (as Ctrl-C would), resumed: every later loss equals the uninterrupted run's."""
     out, cache, _ = compare_run
