@@ -6,7 +6,8 @@
     python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
 
 The model is a decoder-only transformer written once in plain PyTorch (token and position embedding,
-RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU MLP, LM head). The two
+RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU MLP, LM head tied to the
+token embedding unless --tie 0). The two
 paths differ only in three functions (``TilegradOps`` vs ``TorchOps`` below):
 
     embedding  tilegrad.torch.embedding              F.embedding
@@ -15,8 +16,8 @@ paths differ only in three functions (``TilegradOps`` vs ``TorchOps`` below):
                (fused: the batch x time x vocabulary logits never exist during training)
 
 Data: the Python documentation that ships inside CPython (``pydoc_data.topics``), or ``--text FILE``;
-a byte-level BPE tokenizer (``tokenizers``) trained on the training split and cached on disk; the
-last 10% of the text is held out for validation.
+a byte-level BPE tokenizer (``tokenizers``) trained on the training split and cached on disk; every
+10th documentation topic (of a single --text file: its last 10%) is held out for validation.
 
 ``--out DIR`` gets ``log.jsonl`` (one JSON record per step and per validation), ``summary.json`` and
 ``checkpoint.pt``; ``--resume DIR`` continues from that checkpoint with the same losses as an
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -796,6 +797,10 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
         args, ckpt = restore_args(args)
     data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
     print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
+    shortest = min(len(data.train), len(data.val))
+    if shortest <= args.context + 1:
+        raise SystemExit(f"train_lm: the text is too short for --context {args.context}: its smaller split has "
+                         f"{shortest} tokens, it needs more than {args.context + 1}")
     if data.tokenizer.get_vocab_size() < args.vocab:
         print(f"note: the text supports only {data.tokenizer.get_vocab_size()} BPE tokens (--vocab {args.vocab}); "
               "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)

@@ -144,3 +144,11 @@ def test_ctrl_c_requests_a_stop_between_steps():
 def test_bad_flags_name_the_flag_and_value(argv, message):
     with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
         train_lm.parse_args(argv)
+
+
+def test_text_too_short_for_the_context_is_refused(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("hello world\nthis is short\n")
+    with pytest.raises(SystemExit, match="too short for --context 64"):
+        train_lm.main(["--quick", "--text", str(short), "--cache-dir", str(tmp_path / "cache"),
+                       "--out", str(tmp_path / "out")])
