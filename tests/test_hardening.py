@@ -254,6 +254,17 @@ def test_impossible_output_allocation_names_operator_and_size():
         tg.embedding_dense_backward(np.ones((1, 2**20), F32), np.zeros(1, np.int64), 2**40)
 
 
+def test_impossible_workspace_allocation_names_operator_and_size():
+    # 2^40 zero-stride indices into one row: a 16 TiB counting-sort workspace that cannot exist.
+    n = 2**40
+    grad = np.broadcast_to(np.ones((1, 1), F32), (n, 1))
+    idx = np.broadcast_to(np.zeros(1, np.int64), (n,))
+    with pytest.raises(MemoryError, match=r"aclnnEmbeddingDenseBackward: out of memory \(workspace of "
+                                          r"\d+ bytes could not be allocated\)") as info:
+        tg.embedding_dense_backward(grad, idx, 1)
+    assert info.value.code == 561000
+
+
 # ---- defect 7: scalars wherever a 0-d array is accepted -----------------------------------------
 
 def test_bce_backward_accepts_scalar_operands():
