@@ -23,7 +23,7 @@ from torch import Tensor
 
 from .. import _core
 from .. import _fused_linear_cross_entropy as _flce
-from ._tensor import advise_huge_pages, as_numpy, from_numpy, new_output, optional_numpy
+from ._tensor import as_numpy, from_numpy, new_output, optional_numpy
 from ._threads import sync_threads
 
 _LIB = torch.library.Library("tilegrad", "DEF")
@@ -84,9 +84,9 @@ def _broadcast_shape(a: Tensor, b: Tensor) -> torch.Size:
 
 def _silu_backward_impl(grad_output: Tensor, input: Tensor) -> Tensor:
     sync_threads()
-    if grad_output.shape == input.shape and grad_output.dtype == input.dtype:
+    if grad_output.shape == input.shape and grad_output.dtype == input.dtype and input.numel() < 1 << 20:
         # ~3 us cheaper per call than torch.empty(shape, dtype=...); contiguous, as the fake says.
-        out = advise_huge_pages(torch.empty_like(input, memory_format=torch.contiguous_format))
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
     else:
         out = new_output(_broadcast_shape(grad_output, input), _silu_backward_dtype(grad_output, input))
     _core.silu_backward(as_numpy(grad_output), as_numpy(input), as_numpy(out))

@@ -5,8 +5,11 @@ NumPy cannot name, travels as an int16 view re-labelled ``ml_dtypes.bfloat16``),
 read the caller's tensors and write into tensors torch allocated. Nothing is copied.
 """
 
-import ctypes
+import math
+import os
 import sys
+import threading
+import warnings
 from typing import Optional, Sequence
 
 import ml_dtypes
@@ -49,42 +52,75 @@ def from_numpy(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
-# Large outputs: ask the kernel for transparent huge pages before the first write. torch's CPU
-# allocator does not (NumPy does, for arrays of 4 MiB and more); with THP in "madvise" mode, as on
-# the project machine, a 512 MB output otherwise takes 131072 first-touch page faults: measured
-# torch.empty + fill 877 ms, with this advice 211 ms, NumPy 195 ms.
-_HUGE_PAGE_BYTES = 1 << 21
-_ADVISE_MIN_BYTES = 4 << 20
-_MADV_HUGEPAGE = 14
+# Large outputs come from a small pool of recycled buffers. A fresh buffer costs a page fault per 4 KiB
+# on first write (measured on the project machine, a KVM guest: ~1.2 s per GB, five times the cross
+# entropy kernel that fills it), and torch's CPU allocator returns large blocks to the system on free.
+# Training repeats the same output sizes every step, so a buffer whose tensors are all gone (the pool
+# holds the only reference) is handed out again. The pool holds at most TILEGRAD_TORCH_POOL_MB in all
+# (default 2048; 0 disables it); beyond that, outputs are ordinary allocations.
+_POOLED_MIN_BYTES = 4 << 20
 
 
-def _load_madvise():
-    if not sys.platform.startswith("linux"):
-        return None
+def _pool_limit_bytes() -> int:
+    value = os.environ.get("TILEGRAD_TORCH_POOL_MB", "2048")
     try:
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):  # pragma: no cover - depends on the C library
-        return None
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
-    return madvise
+        megabytes = int(value)
+    except ValueError:
+        warnings.warn(f"TILEGRAD_TORCH_POOL_MB must be a whole number of MiB, got {value!r}; using 2048",
+                      RuntimeWarning, stacklevel=2)
+        megabytes = 2048
+    return max(0, megabytes) << 20
 
 
-_madvise = _load_madvise()
+class _BufferPool:
+    """Byte buffers (NumPy) recycled once no tensor views them any more; safe from many threads."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._buffers: list = []
+        self._lock = threading.Lock()
+
+    def _unused(self) -> list:
+        """Indices of the buffers no tensor views any more: the pool's list holds the only reference
+        (getrefcount counts that one and its own argument)."""
+        return [i for i in range(len(self._buffers)) if sys.getrefcount(self._buffers[i]) == 2]
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """An unused pooled buffer of exactly ``nbytes``, else a new one (pooled while within the limit)."""
+        with self._lock:
+            unused = self._unused()
+            for i in unused:
+                if self._buffers[i].nbytes == nbytes:
+                    return self._buffers[i]
+            pooled = sum(b.nbytes for b in self._buffers)
+            for i in unused:  # drop unused buffers, oldest first, to stay within the limit
+                if pooled + nbytes <= self.limit_bytes:
+                    break
+                pooled -= self._buffers[i].nbytes
+                self._buffers[i] = None
+            self._buffers = [b for b in self._buffers if b is not None]
+            buffer = np.empty(nbytes, np.uint8)
+            if pooled + nbytes <= self.limit_bytes:
+                self._buffers.append(buffer)
+            return buffer
+
+    def pooled_bytes(self) -> int:
+        """Bytes the pool holds (in use or not)."""
+        with self._lock:
+            return sum(b.nbytes for b in self._buffers)
 
 
-def advise_huge_pages(t: torch.Tensor) -> torch.Tensor:
-    """Advise huge pages for the 2 MiB-aligned interior of a large, not yet written tensor."""
-    nbytes = t.numel() * t.element_size()
-    if _madvise is not None and nbytes >= _ADVISE_MIN_BYTES:
-        start = t.data_ptr()
-        first = (start + _HUGE_PAGE_BYTES - 1) & ~(_HUGE_PAGE_BYTES - 1)
-        last = (start + nbytes) & ~(_HUGE_PAGE_BYTES - 1)
-        if last > first:
-            _madvise(first, last - first, _MADV_HUGEPAGE)  # advice only: a failure changes nothing
-    return t
+_pool = _BufferPool(_pool_limit_bytes())
 
 
 def new_output(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """A C-contiguous CPU tensor for a kernel to write (huge-page advised when large)."""
-    return advise_huge_pages(torch.empty(shape, dtype=dtype))
+    """A C-contiguous CPU tensor for a kernel to write: large ones from the recycled pool."""
+    shape = tuple(shape)
+    itemsize = torch.empty((), dtype=dtype).element_size() if dtype not in _ITEMSIZE else _ITEMSIZE[dtype]
+    nbytes = itemsize * math.prod(shape)
+    if nbytes < _POOLED_MIN_BYTES or _pool.limit_bytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.from_numpy(_pool.take(nbytes)).view(dtype).view(shape)
+
+
+_ITEMSIZE = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.int64: 8, torch.int32: 4}
