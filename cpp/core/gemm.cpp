@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -315,7 +317,13 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
   if (count == 1 || threads <= 1 || in_parallel_region()) {
     for (int64_t i = 0; i < count; ++i) block(i);
   } else {
-    parallel_for(count, threads, block);
+    // Blocks are handed out first come, first served: a thread the OS preempts does not hold the
+    // others up (which thread computes a block never changes its bits).
+    const int team = static_cast<int>(std::min<int64_t>(threads, count));
+    std::atomic<int64_t> next{0};
+    parallel_for(team, team, [&](int64_t) {
+      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) block(i);
+    });
   }
   trim_scratch(threads);
 }

@@ -1,6 +1,7 @@
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -20,14 +21,20 @@ GemmMatrix matrix_of(const TensorView& t) {
 
 char* at(void* base, uint64_t offset) { return static_cast<char*>(base) + offset; }
 
-// Runs fn(r0, r1) over [0, rows) split into contiguous row ranges, one per thread.
+// Runs fn(r0, r1) over [0, rows) in contiguous row ranges (about 8 per thread) handed out first
+// come, first served, so a preempted thread does not hold the others up. Every row is computed
+// by one call on its own, so the split never changes a result.
 template <class Fn>
 void for_row_tiles(int64_t rows, int threads, Fn&& fn) {
-  const int64_t tiles = std::max<int64_t>(1, std::min<int64_t>(threads, rows));
-  const int64_t per = (rows + tiles - 1) / tiles;
-  core::parallel_for(tiles, threads, [&](int64_t tile) {
-    const int64_t r0 = tile * per, r1 = std::min(rows, r0 + per);
-    if (r0 < r1) fn(r0, r1);
+  if (rows <= 0) return;
+  const int team = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, rows)));
+  if (team == 1 || core::in_parallel_region()) return fn(int64_t(0), rows);
+  const int64_t per = std::max<int64_t>(1, rows / (int64_t(team) * 8));
+  const int64_t tiles = (rows + per - 1) / per;
+  std::atomic<int64_t> next{0};
+  core::parallel_for(team, team, [&](int64_t) {
+    for (int64_t tile = next.fetch_add(1); tile < tiles; tile = next.fetch_add(1))
+      fn(tile * per, std::min(rows, (tile + 1) * per));
   });
 }
 

@@ -194,9 +194,16 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
     rows = std::min(fit, std::min(bt, (ceil_div(bt, num) + 15) / 16 * 16));
   } else {
     t.plan = FlcePlan::kVocabOuter;
-    t.fwd = flce_forward_tiling(bt, h, v, dsize, in_ok, w_ok, budget, p);
-    t.grad = flce_grad_tiling(bt, h, v, dsize, true, in_ok, w_ok, gin_ok, gw_ok, budget, p);
-    t.workspace_bytes = std::max(t.fwd.workspace_bytes, t.grad.workspace_bytes);
+    // The budget covers the whole workspace here too: the blocks get what the accumulators and
+    // copies leave (never less than the tilings' minimum chunks).
+    int64_t block_budget = std::max<int64_t>(budget, 1);
+    for (int round = 0; round < 4; ++round) {
+      t.fwd = flce_forward_tiling(bt, h, v, dsize, in_ok, w_ok, block_budget, p);
+      t.grad = flce_grad_tiling(bt, h, v, dsize, true, in_ok, w_ok, gin_ok, gw_ok, block_budget, p);
+      t.workspace_bytes = std::max(t.fwd.workspace_bytes, t.grad.workspace_bytes);
+      if (t.workspace_bytes <= b || block_budget == 1) break;
+      block_budget = std::max<int64_t>(1, block_budget - int64_t(t.workspace_bytes - b));
+    }
     return t;
   }
   t.chunk_rows = rows;
