@@ -1,38 +1,38 @@
-"""Fused linear cross entropy: tilegrad vs PyTorch, side by side in one run.
+"""Fused linear cross entropy: tilegrad vs PyTorch, side by side in one run (issue 12 targets).
 
-    python benchmarks/bench_fused_linear_cross_entropy.py [--quick] [--no-memory]
+    python benchmarks/bench_fused_linear_cross_entropy.py [--quick] [--no-memory] [--reps N]
 
-Cases (BT=1024, H=2048, V=32000; --quick: 256, 512, 4000), bf16 and fp32:
-- "gradient": tg.fused_linear_cross_entropy_loss_grad, memory-saving mode (logits recomputed block by
-  block), vs PyTorch's naive composite (matmul, float softmax, subtract 1 at the target, scale, two
-  matmuls).
-- "fused fwd+bwd": tg.fused_linear_cross_entropy (loss and both gradients; at this size the logits
-  exceed its 64 MiB whole-logits budget, so it runs forward blocks + the memory-saving gradient: four
-  GEMMs) vs torch.nn.functional.linear_cross_entropy forward + backward; "whole logits" forces the
-  three-GEMM path over one (BT x V) fp32 buffer (TILEGRAD_FLCE_WHOLE_BUDGET).
-- the ceiling: as many plain oneDNN matmuls of the logits shape (the wrapper the operators use) as
-  the operator runs GEMMs, timed interleaved with the two contenders.
+H=2048, V=32000 (--quick: H=512, V=4000, BT/4), 2 threads by default. Per case, timed interleaved
+(min of the repetitions):
+- "torch": F.linear_cross_entropy + backward, default options (full logits);
+- "torch chunked": the same with options=torch.nn.LinearCrossEntropyOptions() (one repetition per
+  input, it is slow; shared by the cases with the same inputs);
+- "tilegrad": tg.fused_linear_cross_entropy (loss and both gradients) at the case's memory budget;
+  its plan (whole / chunked: 3 GEMMs; vocab_outer: 4 GEMMs) is printed;
+- "GEMMs only": as many plain oneDNN matmuls of the logits shape as the plan runs GEMMs (oneDNN's own
+  multi-threaded call, the ceiling); GEMM efficiency = its time / tilegrad's time.
+Plus "gradient": the aclnn gradient operator (memory-saving mode) vs PyTorch's naive composite.
 
-GEMM efficiency = ceiling time / tilegrad time (both under the same machine noise). Peak extra memory is
-measured in a fresh subprocess per contender: peak RSS (VmHWM) minus RSS after the inputs exist,
-minus the gradients' own bytes (both sides return the same outputs).
+Times are CPU seconds of the process (all threads): the machine is shared by other jobs, and CPU
+time is far less disturbed by them than wall time. "Extra memory" is measured in a fresh subprocess
+per contender: peak RSS (VmHWM) minus RSS once the inputs exist, minus the gradients' own bytes.
 """
 
 import argparse
 import os
 import subprocess
 import sys
+import time
 
+import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table  # noqa: E402
-
-import ml_dtypes  # noqa: E402
-
-import tilegrad as tg  # noqa: E402
+import tilegrad as tg
+from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+F32 = np.dtype(np.float32)
+MIB = 1 << 20
 
 
 def make(bt, h, v, dtype, seed=0):
@@ -43,72 +43,56 @@ def make(bt, h, v, dtype, seed=0):
     return x, w, t
 
 
-def tilegrad_grad_fn(x, w, t):
-    v = w.shape[0]
-    mx, s, _, mask, masked, _ = tg.fused_linear_online_max_sum(x, w, t, 0, v)
-    g = np.full(x.shape[0], 1.0 / x.shape[0], np.float32)
-    return lambda: tg.fused_linear_cross_entropy_loss_grad(g, x, w, mask, masked, logits_max=mx, sum_exp_logits=s)
-
-
-def torch_tensors(x, w, t, torch):
-    tdt = torch.bfloat16 if x.dtype == BF16 else torch.float32
-    xt = torch.from_numpy(x.view(np.uint16) if x.dtype == BF16 else x)
-    wt = torch.from_numpy(w.view(np.uint16) if w.dtype == BF16 else w)
+def torch_tensors(x, w, t):
+    import torch
     if x.dtype == BF16:
-        xt, wt = xt.view(torch.bfloat16), wt.view(torch.bfloat16)
-    return xt.to(tdt), wt.to(tdt), torch.from_numpy(t)
+        xt = torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16)
+        wt = torch.from_numpy(w.view(np.uint16)).view(torch.bfloat16)
+    else:
+        xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+    return xt, wt, torch.from_numpy(t)
 
 
-def torch_naive_grad_fn(x, w, t, torch):
-    xt, wt, tt = torch_tensors(x, w, t, torch)
-    bt = xt.shape[0]
-    g = torch.full((bt,), 1.0 / bt)
-    rows = torch.arange(bt)
-
-    def run():
-        logits = xt @ wt.T
-        p = torch.softmax(logits.float(), dim=-1)
-        p[rows, tt] -= 1.0
-        p *= g[:, None]
-        gh = p.to(xt.dtype)
-        return gh @ wt, gh.T @ xt
-
-    return run
-
-
-def torch_fused_fn(x, w, t, torch):
-    xt, wt, tt = torch_tensors(x, w, t, torch)
-
-    def run():
-        xg = xt.detach().requires_grad_(True)
-        wg = wt.detach().requires_grad_(True)
-        loss = torch.nn.functional.linear_cross_entropy(xg, wg, tt)
-        loss.backward()
-        return loss, xg.grad, wg.grad
-
-    return run
-
-
-def contender(name, x, w, t):
+def contender(name, x, w, t, budget=None):
+    """A zero-argument callable running one contender once."""
+    if name == "tilegrad":
+        return lambda: tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget)
     if name == "tilegrad_grad":
-        return tilegrad_grad_fn(x, w, t)
-    if name == "tilegrad_fused":
-        return lambda: tg.fused_linear_cross_entropy(x, w, t)
-    if name == "tilegrad_fused_whole":  # force the three-GEMM path over the whole (BT x V) fp32 logits
-        def run():
-            os.environ["TILEGRAD_FLCE_WHOLE_BUDGET"] = str(1 << 40)
-            try:
-                return tg.fused_linear_cross_entropy(x, w, t)
-            finally:
-                del os.environ["TILEGRAD_FLCE_WHOLE_BUDGET"]
-        return run
+        mx, s, _, mask, masked, _ = tg.fused_linear_online_max_sum(x, w, t, 0, w.shape[0])
+        g = np.full(x.shape[0], 1.0 / x.shape[0], np.float32)
+        return lambda: tg.fused_linear_cross_entropy_loss_grad(g, x, w, mask, masked, logits_max=mx,
+                                                               sum_exp_logits=s)
     import torch
     torch.set_num_threads(tg.get_num_threads())
+    xt, wt, tt = torch_tensors(x, w, t)
+    if name in ("torch", "torch_chunked"):
+        opts = torch.nn.LinearCrossEntropyOptions() if name == "torch_chunked" else None
+
+        def run():
+            xg, wg = xt.detach().requires_grad_(True), wt.detach().requires_grad_(True)
+            loss = torch.nn.functional.linear_cross_entropy(xg, wg, tt, options=opts)
+            loss.backward()
+            return loss, xg.grad, wg.grad
+        return run
     if name == "torch_naive_grad":
-        return torch_naive_grad_fn(x, w, t, torch)
-    if name == "torch_fused":
-        return torch_fused_fn(x, w, t, torch)
+        bt = xt.shape[0]
+        g = torch.full((bt,), 1.0 / bt)
+        rows = torch.arange(bt)
+
+        def run():
+            p = torch.softmax((xt @ wt.T).float(), dim=-1)
+            p[rows, tt] -= 1.0
+            p *= g[:, None]
+            gh = p.to(xt.dtype)
+            return gh @ wt, gh.T @ xt
+        return run
     raise ValueError(name)
+
+
+def cpu_time(fn):
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
 
 
 def _status_kb(field):
@@ -119,11 +103,11 @@ def _status_kb(field):
     return 0
 
 
-def memory_probe(name, bt, h, v, dtype_name):
+def memory_probe(name, bt, h, v, dtype_name, budget):
     """Runs in a fresh process: prints the peak extra bytes of one call."""
     dtype = BF16 if dtype_name == "bfloat16" else np.dtype(dtype_name)
     x, w, t = make(bt, h, v, dtype)
-    fn = contender(name, x, w, t)  # forward statistics for the gradient op are computed here (not counted)
+    fn = contender(name, x, w, t, budget if budget > 0 else None)
     base = _status_kb("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:  # reset VmHWM to the current RSS
         f.write("5")
@@ -134,72 +118,92 @@ def memory_probe(name, bt, h, v, dtype_name):
     print(max(0, (peak - base) * 1024 - grads))
 
 
-def peak_extra(name, bt, h, v, dtype):
+def peak_extra(name, bt, h, v, dtype, budget):
     try:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--mem-probe", name, str(bt), str(h), str(v),
-                            dtype.name], capture_output=True, text=True, timeout=600)
+                            dtype.name, str(budget or 0)], capture_output=True, text=True, timeout=1800)
         return int(r.stdout.strip().splitlines()[-1])
     except Exception as e:  # noqa: BLE001
         print(f"memory probe {name} failed: {e}", file=sys.stderr)
         return -1
 
 
-def mib(b):
-    return "n/a" if b < 0 else f"{b / 2**20:.0f} MiB"
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
+    ap.add_argument("--quick", action="store_true", help="small shapes (smoke run)")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
-    ap.add_argument("--mem-probe", nargs=5, metavar=("NAME", "BT", "H", "V", "DTYPE"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-chunked", action="store_true", help="skip PyTorch's (slow) chunked options path")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--mem-probe", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mem_probe:
-        name, bt, h, v, dt = args.mem_probe
-        memory_probe(name, int(bt), int(h), int(v), dt)
+        name, bt, h, v, dt, budget = args.mem_probe
+        memory_probe(name, int(bt), int(h), int(v), dt, int(budget))
         return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("torch is not installed: nothing to compare against")
-        return
-    bt, h, v = (256, 512, 4000) if args.quick else (1024, 2048, 32000)
-    reps = 2 if args.quick else 3
+    h, v = (512, 4000) if args.quick else (2048, 32000)
+    scale = 4 if args.quick else 1
     threads = tg.get_num_threads()
-    print(f"BT={bt} H={h} V={v}, {threads} threads, tilegrad {tg.__version__}, {tg.active_isa()}")
-    flop = 2.0 * bt * h * v  # one (BT x V x H) GEMM
-    rows = []
-    notes = []
-    for dtype in (BF16, np.dtype(np.float32)):
+    print(f"H={h} V={v}, {threads} threads, tilegrad {tg.__version__}, {tg.active_isa()}, CPU seconds (min of "
+          f"{args.reps})")
+    # (label, dtype, BT, memory budget (None: default), targets: min speedup vs torch, max memory ratio)
+    cases = [("fp32 BT=1024", F32, 1024 // scale, None, 1.25, 0.25),
+             ("fp32 BT=4096", F32, 4096 // scale, None, 1.25, 0.25),
+             ("bf16 BT=4096 budget 512 MiB", BF16, 4096 // scale, 512 * MIB, 1.1, 0.5),
+             ("bf16 BT=4096 default budget", BF16, 4096 // scale, None, 0.85, 0.5)]
+    chunked_cache = {}
+    lines = []
+    for label, dtype, bt, budget, want_speed, want_mem in cases:
         x, w, t = make(bt, h, v, dtype)
+        plan = fused_linear_cross_entropy_plan(bt, h, v, dtype, memory_budget=budget)
         out = np.empty((bt, v), np.float32)
-        impl = tg._core._onednn_matmul(x, w.T, out, threads)
-        best_plain = float("inf")
-        for case, ours, theirs, gemms in (("gradient", "tilegrad_grad", "torch_naive_grad", 3),
-                                          ("fused fwd+bwd", "tilegrad_fused", "torch_fused", 4),
-                                          ("fused fwd+bwd, whole logits", "tilegrad_fused_whole", "torch_fused", 3)):
-            # the ceiling: the same number of plain oneDNN matmuls of the logits shape, timed interleaved
-            def ceiling(n=gemms):
-                for _ in range(n):
-                    tg._core._onednn_matmul(x, w.T, out, threads)
-            fns = {"torch": contender(theirs, x, w, t), "tilegrad": contender(ours, x, w, t),
-                   "oneDNN GEMMs only": ceiling}
-            extra = {}
-            if not args.no_memory:
-                mt, mo = peak_extra(theirs, bt, h, v, dtype), peak_extra(ours, bt, h, v, dtype)
-                extra = {"torch extra mem": mib(mt), "tilegrad extra mem": mib(mo),
-                         "mem ratio": f"{mo / mt:.2f}" if mt > 0 and mo >= 0 else "n/a"}
-            row = compare(f"{case} {dtype.name}", fns, baseline="torch", reps=reps, extra=extra)
-            eff = row["times"]["oneDNN GEMMs only"] / row["times"]["tilegrad"]
-            best_plain = min(best_plain, row["times"]["oneDNN GEMMs only"] / gemms)
-            row.setdefault("extra", {})["GEMM eff"] = f"{eff * 100:.0f}% ({gemms} GEMMs)"
-            for k in ("torch extra mem", "tilegrad extra mem", "mem ratio"):
-                row["extra"].setdefault(k, "")
-            rows.append(row)
-        notes.append(f"- oneDNN plain matmul {dtype.name} [{bt}x{h}]@[{h}x{v}]: {flop / best_plain / 1e9:.0f} GFLOP/s, "
-                     f"implementation `{impl}`")
-    print_table(rows, title=f"fused linear cross entropy, BT={bt} H={h} V={v}")
-    print("\n".join(notes))
+        gemms = plan["gemms"]
+
+        def ceiling(n=gemms):
+            for _ in range(n):
+                tg._core._onednn_matmul(x, w.T, out, threads)
+        fns = {"torch": contender("torch", x, w, t), "tilegrad": contender("tilegrad", x, w, t, budget),
+               "GEMMs only": ceiling}
+        best = {k: float("inf") for k in fns}
+        for k, f in fns.items():  # warm-up (primitive creation, first-touch)
+            f()
+        for _ in range(args.reps):
+            for k, f in fns.items():
+                best[k] = min(best[k], cpu_time(f))
+        key = (dtype.name, bt)
+        if not args.no_chunked and key not in chunked_cache:
+            chunked_cache[key] = cpu_time(contender("torch_chunked", x, w, t))
+        tch = chunked_cache.get(key, float("nan"))
+        mem = {}
+        if not args.no_memory:
+            mem = {n: peak_extra(n, bt, h, v, dtype, budget) for n in ("torch", "tilegrad")}
+        speed = best["torch"] / best["tilegrad"]
+        eff = best["GEMMs only"] / best["tilegrad"]
+        mem_ratio = mem["tilegrad"] / mem["torch"] if mem and mem["torch"] > 0 else float("nan")
+        line = (f"| {label} | {plan['plan']} ({gemms} GEMMs) | {best['torch']:.2f} | {tch:.2f} | "
+                f"{best['tilegrad']:.2f} | {best['GEMMs only']:.2f} | **{speed:.2f}x** (target {want_speed}) | "
+                f"{tch / best['tilegrad']:.1f}x (target 5) | {eff * 100:.0f}% (target 90) | "
+                + (f"{mem['torch'] / MIB:.0f} / {mem['tilegrad'] / MIB:.0f} MiB = {mem_ratio:.2f} (target {want_mem})"
+                   if mem else "n/a") + " |")
+        print(line, flush=True)
+        lines.append(line)
+    # the aclnn gradient operator (memory-saving mode) vs PyTorch's naive composite, bf16
+    bt = 1024 // scale
+    x, w, t = make(bt, h, v, BF16)
+    fns = {"torch": contender("torch_naive_grad", x, w, t), "tilegrad": contender("tilegrad_grad", x, w, t)}
+    best = {k: float("inf") for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(args.reps):
+        for k, f in fns.items():
+            best[k] = min(best[k], cpu_time(f))
+    line = (f"| gradient op bf16 BT={bt} (aclnn, memory-saving) | vs naive composite | {best['torch']:.2f} | | "
+            f"{best['tilegrad']:.2f} | | **{best['torch'] / best['tilegrad']:.2f}x** (target 1.25) | | | |")
+    print(line, flush=True)
+    lines.append(line)
+    print("\n| case | tilegrad plan | torch s | torch chunked s | tilegrad s | GEMMs only s | vs torch | "
+          "vs chunked | GEMM eff | extra memory torch / tilegrad |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -374,14 +374,20 @@ def test_empty_shapes():
 
 # ---------------------------------------------------------------- single-process fused op
 
-@pytest.mark.parametrize("path", ["whole", "blocks"])
+# memory budgets forcing each plan for (BT, H, V) = (300, 16, 123): chunks of >= 128 rows need 123 * 4
+# bytes per row (fp32 logits) + 123 * 2 (16-bit G) + the 123 x 16 fp32 accumulator (16-bit)
+PLAN_BUDGETS = {"whole": 1 << 30, "chunked": 140000, "vocab_outer": 1}
+
+
+@pytest.mark.parametrize("path", ["whole", "chunked", "vocab_outer"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_fused_linear_cross_entropy(dtype, reduction, path, monkeypatch):
-    # "whole": three GEMMs over the whole logits; "blocks": forward blocks + memory-saving gradient
-    if path == "blocks":
-        monkeypatch.setenv("TILEGRAD_FLCE_WHOLE_BUDGET", "0")
-    bt, h, v = 45, 16, 123
+    # "whole"/"chunked": three GEMMs per row chunk; "vocab_outer": forward blocks + memory-saving gradient
+    monkeypatch.setenv("TILEGRAD_FLCE_BUDGET", str(PLAN_BUDGETS[path]))
+    bt, h, v = 300, 16, 123
+    plan = tg._fused_linear_cross_entropy.fused_linear_cross_entropy_plan(bt, h, v, dtype)
+    assert plan["plan"] == path and (plan["num_chunks"] > 1) == (path == "chunked")
     x, w, t = make_inputs(bt, h, v, dtype, seed=13)
     t[[0, 7, 8]] = -100
     valid = t != -100
@@ -403,14 +409,13 @@ def test_fused_linear_cross_entropy_paths_agree(monkeypatch):
     x, w, t = make_inputs(300, 24, 700, BF16, seed=16)
     t[::9] = -100
     whole = tg.fused_linear_cross_entropy(x, w, t)
-    monkeypatch.setenv("TILEGRAD_FLCE_WHOLE_BUDGET", "0")
     monkeypatch.setenv("TILEGRAD_FLCE_BUDGET", "1")  # several blocks in each direction
     blocks = tg.fused_linear_cross_entropy(x, w, t)
     np.testing.assert_allclose(whole[0], blocks[0], rtol=1e-6)
     for a, b in zip(whole[1:], blocks[1:]):
         assert rel_err(a, b) < 1e-2
     # non-contiguous operands take the block path (copies) and agree too
-    monkeypatch.delenv("TILEGRAD_FLCE_WHOLE_BUDGET")
+    monkeypatch.delenv("TILEGRAD_FLCE_BUDGET")
     wide = np.zeros((700, 48), BF16)
     wide[:, ::2] = w
     strided = tg.fused_linear_cross_entropy(x, wide[:, ::2], t)
@@ -498,7 +503,7 @@ def test_grad_tiling_loop_order_choice():
     t = _core._flce_grad_tiling(100000, 1024, 4000, 2, True)
     assert not t["v_outer"] and t["acc_weight_rows"] == 4000 and t["acc_input_rows"] == 0
     # few tokens, large vocabulary: V-outer, grad_input accumulated (BT x H fp32)
-    t = _core._flce_grad_tiling(1024, 2048, 32000, 2, True)
+    t = _core._flce_grad_tiling(1024, 2048, 32000, 2, True, budget=16 << 20)
     assert t["v_outer"] and t["acc_input_rows"] == 1024 and t["grad_weight_direct"]
     assert t["workspace_bytes"] < 64 << 20  # vs 1024 * 32000 * 6 bytes of whole logits + G
     # small problems: one block, both gradients written by their GEMMs, no accumulator

@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -171,6 +173,11 @@ struct ScratchBuffer {
   }
 };
 
+ScratchBuffer& thread_scratch() {
+  thread_local ScratchBuffer scratch;
+  return scratch;
+}
+
 // oneDNN builds without an fp16 matmul for CPUs lacking AVX512-FP16 / AMX-FP16 (e.g. AMD Zen 4).
 bool f16_matmul_supported() {
   static const bool ok = [] {
@@ -201,6 +208,11 @@ struct F32Buffers {
 
 }  // namespace
 
+void trim_scratch(int threads) {
+  thread_scratch().trim();
+  if (threads > 1 && !in_parallel_region()) parallel_for(threads, threads, [](int64_t) { thread_scratch().trim(); });
+}
+
 bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
   GemmMatrix m(nullptr, DType::kFloat32, rows, cols, row_stride, col_stride);
   int64_t rs, cs;
@@ -211,7 +223,7 @@ bool gemm_layout_ok(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_
   return false;
 }
 
-void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate, int threads) {
+void gemm_plain(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate, int threads) {
   check_shapes(a, b, c);
   if (c.rows == 0 || c.cols == 0) return;
   if (a.cols == 0) {
@@ -227,10 +239,11 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
     widen_f16(b, buf.b.data(), threads);
     const GemmMatrix a32 = GemmMatrix::rowmajor(buf.a.data(), DType::kFloat32, a.rows, a.cols, a.cols);
     const GemmMatrix b32 = GemmMatrix::rowmajor(buf.b.data(), DType::kFloat32, b.rows, b.cols, b.cols);
-    if (c.dtype == DType::kFloat32) return gemm(a32, b32, c, accumulate, threads);
+    if (c.dtype == DType::kFloat32) return gemm_plain(a32, b32, c, accumulate, threads);
     buf.c.resize(c.rows * c.cols);
     if (accumulate) widen_f16(c, buf.c.data(), threads);
-    gemm(a32, b32, GemmMatrix::rowmajor(buf.c.data(), DType::kFloat32, c.rows, c.cols, c.cols), accumulate, threads);
+    gemm_plain(a32, b32, GemmMatrix::rowmajor(buf.c.data(), DType::kFloat32, c.rows, c.cols, c.cols), accumulate,
+               threads);
     uint16_t* dst = static_cast<uint16_t*>(c.data);
     const float* src = buf.c.data();
     parallel_for(c.rows, threads, [&](int64_t r) {
@@ -246,7 +259,7 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
   } catch (const dnnl::error& err) {
     fail(Status::kInner, "gemm: oneDNN could not create a matmul: ", err.what());
   }
-  thread_local ScratchBuffer scratch;
+  ScratchBuffer& scratch = thread_scratch();
   try {
     dnnl::engine& eng = engine();
     dnnl::stream strm(eng);
@@ -257,10 +270,62 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
       args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->pd.scratchpad_desc(), eng, scratch.get(e->scratch_bytes)));
     e->prim.execute(strm, args);
     strm.wait();
-    scratch.trim();
   } catch (const dnnl::error& err) {
     fail(Status::kInner, "gemm: oneDNN matmul failed: ", err.what());
   }
+}
+
+GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
+  GemmBlocks g{std::max<int64_t>(m, 1), std::max<int64_t>(n, 1), 1, 1};
+  if (m <= 0 || n <= 0) return g;
+  // About one block per kGemmBlockWork multiply-adds, at most kGemmMaxBlocks blocks, none smaller
+  // than kGemmMinBlock in a dimension that has that many: enough blocks to balance 2..8 threads,
+  // each large enough that oneDNN's per-call packing stays a few percent of its work.
+  const double work = double(m) * double(n) * double(std::max<int64_t>(k, 1));
+  const int64_t want = std::max<int64_t>(1, std::min<int64_t>(kGemmMaxBlocks, int64_t(work / kGemmBlockWork)));
+  int64_t gm = 1, gn = 1;
+  const auto size = [](int64_t dim, int64_t parts) { return (dim + parts - 1) / parts; };
+  while (gm * gn < want) {
+    const int64_t bm = size(m, gm), bn = size(n, gn);
+    const bool can_m = bm >= 2 * kGemmMinBlock, can_n = bn >= 2 * kGemmMinBlock;
+    if (!can_m && !can_n) break;
+    // Split the longer side: keeps blocks square-ish, so both operands are re-read least.
+    if (can_n && (!can_m || bn >= bm)) ++gn;
+    else ++gm;
+  }
+  const auto round16 = [](int64_t x) { return (x + 15) / 16 * 16; };
+  g.block_rows = gm > 1 ? std::min(m, round16(size(m, gm))) : m;
+  g.block_cols = gn > 1 ? std::min(n, round16(size(n, gn))) : n;
+  g.grid_rows = size(m, g.block_rows);
+  g.grid_cols = size(n, g.block_cols);
+  return g;
+}
+
+void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate, int threads) {
+  check_shapes(a, b, c);
+  if (c.rows == 0 || c.cols == 0) return;
+  const GemmBlocks g = gemm_blocks(c.rows, c.cols, a.cols);
+  const int64_t count = g.grid_rows * g.grid_cols;
+  const auto block = [&](int64_t idx) {
+    const int64_t bi = idx / g.grid_cols, bj = idx % g.grid_cols;
+    const int64_t r0 = bi * g.block_rows, c0 = bj * g.block_cols;
+    const int64_t rn = std::min(g.block_rows, c.rows - r0), cn = std::min(g.block_cols, c.cols - c0);
+    // Each block is one single-threaded oneDNN call with its whole K loop: its result depends on the
+    // block's shape only, never on the thread count.
+    gemm_plain(a.row_block(r0, rn), b.col_block(c0, cn), c.row_block(r0, rn).col_block(c0, cn), accumulate, 1);
+  };
+  if (count == 1 || threads <= 1 || in_parallel_region()) {
+    for (int64_t i = 0; i < count; ++i) block(i);
+  } else {
+    // Blocks are handed out first come, first served: a thread the OS preempts does not hold the
+    // others up (which thread computes a block never changes its bits).
+    const int team = static_cast<int>(std::min<int64_t>(threads, count));
+    std::atomic<int64_t> next{0};
+    parallel_for(team, team, [&](int64_t) {
+      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) block(i);
+    });
+  }
+  trim_scratch(threads);
 }
 
 std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate,

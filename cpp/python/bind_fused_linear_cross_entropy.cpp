@@ -22,34 +22,83 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
   m.def(
       "fused_linear_cross_entropy",
       [](const py::object& input, const py::object& weight, const py::object& target, int64_t ignore_index,
-         int64_t reduction) {
+         int64_t reduction, const py::object& bias, const py::object& class_weight, float label_smoothing,
+         float lse_square_scale, float softcap, const py::object& grad_output, int64_t memory_budget) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView w = py_support::view_of(weight, "weight");
         const TensorView t = py_support::view_of(target, "target");
+        const TensorView vb = py_support::optional_view_of(bias, "bias");
+        const TensorView vcw = py_support::optional_view_of(class_weight, "class_weight");
+        const TensorView vgo = py_support::optional_view_of(grad_output, "grad_output");
         const DType dt = is_float(x.dtype) ? x.dtype : DType::kFloat32;
         const int64_t bt = x.rank() >= 1 ? x.shape[0] : 0, h = x.rank() >= 2 ? x.shape[1] : 0;
         const int64_t v = w.rank() >= 1 ? w.shape[0] : 0;
-        py::array loss = py_support::allocate({DType::kFloat32, reduction == 0 ? std::vector<int64_t>{bt}
-                                                                                 : std::vector<int64_t>{}});
+        const std::vector<int64_t> loss_shape = reduction == 0 ? std::vector<int64_t>{bt} : std::vector<int64_t>{};
+        py::array loss = py_support::allocate({DType::kFloat32, loss_shape});
+        py::array zl = py_support::allocate({DType::kFloat32, loss_shape});
         py::array gi = py_support::allocate({dt, {bt, h}});
         py::array gw = py_support::allocate({dt, {v, h}});
+        const bool has_bias = !bias.is_none();
+        py::object gb = has_bias ? py::object(py_support::allocate({dt, {v}})) : py::object(py::none());
         const TensorView vl = py_support::view_of(loss, "loss", true);
+        const TensorView vz = py_support::view_of(zl, "z_loss", true);
         const TensorView vgi = py_support::view_of(gi, "grad_input", true);
         const TensorView vgw = py_support::view_of(gw, "grad_weight", true);
+        const TensorView vgb = has_bias ? py_support::view_of(gb, "grad_bias", true) : TensorView{};
+        FusedLinearCrossEntropyOptions o;
+        o.bias = has_bias ? &vb : nullptr;
+        o.class_weight = class_weight.is_none() ? nullptr : &vcw;
+        o.label_smoothing = label_smoothing;
+        o.lse_square_scale = lse_square_scale;
+        o.softcap = softcap;
+        o.grad_output = grad_output.is_none() ? nullptr : &vgo;
+        o.memory_budget = memory_budget;
+        o.grad_bias = has_bias ? &vgb : nullptr;
+        o.z_loss = &vz;
         {
           py::gil_scoped_release release;
-          fused_linear_cross_entropy(x, w, t, ignore_index, reduction, vl, vgi, vgw);
+          fused_linear_cross_entropy_ex(x, w, t, ignore_index, reduction, vl, vgi, vgw, o);
         }
-        return py::make_tuple(loss, gi, gw);
+        return py::make_tuple(loss, gi, gw, gb, zl);
       },
       py::arg("input"), py::arg("weight"), py::arg("target"), py::arg("ignore_index") = -100,
-      py::arg("reduction") = 1);
+      py::arg("reduction") = 1, py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
+      py::arg("label_smoothing") = 0.0f, py::arg("lse_square_scale") = 0.0f, py::arg("softcap") = 0.0f,
+      py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0);
 
-  // Benchmark hook: out = a @ b through the same oneDNN wrapper the operators use (the GEMM ceiling);
+  m.def(
+      "_flce_fused_tiling",
+      [](int64_t bt, int64_t h, int64_t v, int64_t dtype_size, int64_t budget, bool gemmable, int threads,
+         const std::string& isa) {
+        if (budget <= 0) budget = ops::flce_budget();
+        const auto t = ops::flce_fused_tiling(bt, h, v, dtype_size, gemmable, gemmable, true, true, budget,
+                                              platform(threads, isa));
+        py::dict d;
+        d["plan"] = ops::flce_plan_name(t.plan);
+        d["gemms"] = t.plan == ops::FlcePlan::kVocabOuter ? 4 : 3;
+        d["budget"] = t.budget;
+        d["chunk_rows"] = t.chunk_rows;
+        d["num_chunks"] = t.num_chunks;
+        d["logits_bytes"] = t.logits_bytes;
+        d["g_bytes"] = t.g_bytes;
+        d["acc_weight_bytes"] = t.acc_weight_bytes;
+        d["workspace_bytes"] = t.workspace_bytes;
+        if (t.plan == ops::FlcePlan::kVocabOuter) {
+          d["bt_chunk"] = t.grad.bt_chunk;
+          d["v_chunk"] = t.grad.v_chunk;
+          d["v_outer"] = t.grad.v_outer;
+        }
+        return d;
+      },
+      py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("budget") = 0,
+      py::arg("gemmable") = true, py::arg("threads") = 2, py::arg("isa") = "avx512");
+
+  // Benchmark hook: out = a @ b, oneDNN's own multi-threaded call (blocked=False: the plain-matmul
+  // ceiling) or the thread-count deterministic blocked GEMM the operators use (blocked=True);
   // returns oneDNN's implementation name.
   m.def(
       "_onednn_matmul",
-      [](const py::object& a, const py::object& b, const py::object& out, int threads) {
+      [](const py::object& a, const py::object& b, const py::object& out, int threads, bool blocked) {
         const TensorView va = py_support::view_of(a, "a"), vb = py_support::view_of(b, "b");
         const TensorView vc = py_support::view_of(out, "out", true);
         if (va.rank() != 2 || vb.rank() != 2 || vc.rank() != 2) throw py::value_error("2-D arrays expected");
@@ -59,12 +108,13 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         std::string impl;
         {
           py::gil_scoped_release release;
-          core::gemm(mat(va), mat(vb), mat(vc), false, threads);
+          if (blocked) core::gemm(mat(va), mat(vb), mat(vc), false, threads);
+          else core::gemm_plain(mat(va), mat(vb), mat(vc), false, threads);
           impl = core::gemm_implementation(mat(va), mat(vb), mat(vc), false, threads);
         }
         return impl;
       },
-      py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"));
+      py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"), py::arg("blocked") = false);
 
   m.def(
       "_flce_forward_tiling",

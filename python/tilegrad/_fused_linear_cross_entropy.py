@@ -90,27 +90,78 @@ def fused_linear_cross_entropy_loss_grad(grad: np.ndarray, input: np.ndarray, we
 
 
 def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np.ndarray,
-                               ignore_index: int = -100, reduction: str = "mean"
-                               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Loss and both gradients of ``cross_entropy(input @ weight.T, target)`` in one call.
+                               ignore_index: int = -100, reduction: str = "mean", *,
+                               bias: Optional[np.ndarray] = None, class_weight: Optional[np.ndarray] = None,
+                               label_smoothing: float = 0.0, lse_square_scale: float = 0.0,
+                               softcap: Optional[float] = None, grad_output=None, filter_eps=None,
+                               memory_budget: Optional[int] = None) -> Tuple[np.ndarray, ...]:
+    """Loss and all gradients of ``cross_entropy(linear(input, weight, bias), target)`` in one call.
 
-    Same values as ``torch.nn.functional.linear_cross_entropy(input, weight, target,
-    ignore_index=ignore_index, reduction=reduction)`` followed by ``backward()`` with an upstream
-    gradient of 1 per loss element, without ever materializing the ``(BT, V)`` logits: a forward
-    pass computes each row's max and sum of exp block by block, then the memory-saving gradient
-    recomputes the logits block by block (four GEMMs in all, oneDNN).
+    Same values as ``torch.nn.functional.linear_cross_entropy(input, weight, target, linear_bias=bias,
+    weight=class_weight, ignore_index=ignore_index, reduction=reduction,
+    label_smoothing=label_smoothing)`` followed by ``backward(grad_output)``, without ever
+    materializing the ``(BT, V)`` logits, plus two extras: z-loss (``lse_square_scale * lse**2`` per
+    non-ignored row, added to the loss; its mean divides by the number of non-ignored rows) and a
+    logit softcap (logits ``softcap * tanh(z / softcap)``, Gemma 2). Every output is bit-identical
+    for any thread count.
+
+    Plans (chosen from ``memory_budget``, default ``TILEGRAD_FLCE_BUDGET`` or 64 MiB; see
+    :func:`fused_linear_cross_entropy_plan`): "whole" (the fp32 logits fit: three GEMMs), "chunked"
+    (row chunks whose fp32 logits fit next to the fp32 grad_weight accumulator, which for float32
+    weights is the output itself: three GEMMs per chunk, grad_weight accumulated in fp32 and rounded
+    once), "vocab_outer" (forward statistics, then the gradient recomputes the logits block by block:
+    four GEMMs, small memory).
 
     Args:
         input: ``(BT, H)`` float16, bfloat16 or float32.
-        weight: ``(V, H)`` same dtype.
+        weight: ``(V, H)`` same dtype (the projection).
         target: ``(BT,)`` int32/int64 in ``[0, V)`` or ``ignore_index`` (IndexError otherwise).
         ignore_index: rows with this target have loss 0 and zero gradient.
-        reduction: ``"mean"`` (over non-ignored rows; NaN if there are none), ``"sum"`` or ``"none"``.
+        reduction: ``"mean"`` (CE over the sum of the targets' class weights, z-loss over the number
+            of non-ignored rows; NaN if every row is ignored, gradients then 0), ``"sum"`` or ``"none"``.
+        bias: optional ``(V,)`` linear bias, same dtype (its gradient is returned).
+        class_weight: optional ``(V,)`` float class weights (PyTorch's ``weight``).
+        label_smoothing: in ``[0, 1]``.
+        lse_square_scale: z-loss coefficient (>= 0).
+        softcap: optional positive logit cap.
+        grad_output: upstream gradient: a scalar, or ``(BT,)`` per row for ``"none"`` (default 1).
+        filter_eps: gradient filtering; only None (exact) is implemented.
+        memory_budget: workspace bytes for the plan choice (default ``TILEGRAD_FLCE_BUDGET``).
 
     Returns:
-        ``(loss, grad_input, grad_weight)``: loss float32 (shape ``()``, or ``(BT,)`` for "none"),
-        gradients in the input dtype.
+        ``(loss, grad_input, grad_weight)``, then ``grad_bias`` if ``bias`` was given, then
+        ``z_loss`` (the z-loss part alone, shaped like ``loss``) if ``lse_square_scale != 0``. loss
+        and z_loss are float32 (shape ``()``, or ``(BT,)`` for "none"), gradients in the input dtype.
     """
     if reduction not in _REDUCTIONS:
         raise ValueError(f"fused_linear_cross_entropy: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
-    return tuple(_core.fused_linear_cross_entropy(input, weight, target, int(ignore_index), _REDUCTIONS[reduction]))
+    if filter_eps is not None:
+        raise NotImplementedError(f"fused_linear_cross_entropy: filter_eps={filter_eps!r}: gradient filtering is "
+                                  "not implemented yet; pass None (exact)")
+    if softcap is not None and not (float(softcap) > 0.0):
+        raise ValueError(f"fused_linear_cross_entropy: softcap must be None or > 0, got {softcap!r}")
+    if memory_budget is not None and int(memory_budget) <= 0:
+        raise ValueError(f"fused_linear_cross_entropy: memory_budget must be None or > 0 bytes, got {memory_budget!r}")
+    go = None if grad_output is None else np.asarray(grad_output, dtype=np.float32)
+    loss, gi, gw, gb, zl = _core.fused_linear_cross_entropy(
+        input, weight, target, int(ignore_index), _REDUCTIONS[reduction], bias, class_weight,
+        float(label_smoothing), float(lse_square_scale), 0.0 if softcap is None else float(softcap), go,
+        0 if memory_budget is None else int(memory_budget))
+    out = (loss, gi, gw)
+    if bias is not None:
+        out += (gb,)
+    if lse_square_scale != 0.0:
+        out += (zl,)
+    return out
+
+
+def fused_linear_cross_entropy_plan(bt: int, h: int, v: int, dtype=np.float32,
+                                    memory_budget: Optional[int] = None) -> dict:
+    """The plan :func:`fused_linear_cross_entropy` takes for ``(BT, H) x (V, H)`` operands of ``dtype``
+    at this memory budget (bytes; default ``TILEGRAD_FLCE_BUDGET`` or 64 MiB): a dict with ``plan``
+    ("whole", "chunked" or "vocab_outer"), ``gemms`` (3 or 4), ``chunk_rows``, ``num_chunks``,
+    ``workspace_bytes`` (logits chunk, 16-bit G chunk, fp32 grad_weight accumulator) and the budget."""
+    from . import get_num_threads
+    size = np.dtype(dtype).itemsize
+    return dict(_core._flce_fused_tiling(int(bt), int(h), int(v), size, 0 if memory_budget is None else int(memory_budget),
+                                         True, get_num_threads()))

@@ -45,4 +45,27 @@ TILEGRAD_API void fused_linear_cross_entropy(const TensorView& input, const Tens
                                              const TensorView& loss, const TensorView& grad_input,
                                              const TensorView& grad_weight);
 
+// The extras of the single-process op (PyTorch's F.linear_cross_entropy arguments plus z-loss and
+// softcap). Logits z = softcap * tanh((input @ weight^T + bias) / softcap) (no cap when softcap = 0);
+// per row ce_i = (1 - eps) w[t_i] (lse_i - z_{i,t_i}) + eps / V * sum_j w[j] (lse_i - z_ij) and
+// zloss_i = lse_square_scale * lse_i^2 (0 on ignored rows); loss = ce + zloss with reduction
+// none: per row; sum; mean: sum(ce) / sum(w[t_i]) + sum(zloss) / (non-ignored rows) (NaN over none).
+// Gradients are those of sum_i g_i * loss_i, g = grad_output (scalar, or per row for "none").
+struct FusedLinearCrossEntropyOptions {
+  const TensorView* bias = nullptr;          // (V), input dtype
+  const TensorView* class_weight = nullptr;  // (V), float32/float16/bfloat16
+  float label_smoothing = 0.0f;              // [0, 1]
+  float lse_square_scale = 0.0f;             // >= 0
+  float softcap = 0.0f;                      // >= 0; 0 = no cap
+  const TensorView* grad_output = nullptr;   // float32, one element, or (BT) for reduction none; null = 1
+  int64_t memory_budget = 0;                 // bytes for the plan choice; 0 = TILEGRAD_FLCE_BUDGET / default
+  const TensorView* grad_bias = nullptr;     // output (V), input dtype; required with bias
+  const TensorView* z_loss = nullptr;        // output float32, loss's shape (the zloss part alone); optional
+};
+TILEGRAD_API void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& weight,
+                                                const TensorView& target, int64_t ignore_index, int64_t reduction,
+                                                const TensorView& loss, const TensorView& grad_input,
+                                                const TensorView& grad_weight,
+                                                const FusedLinearCrossEntropyOptions& options);
+
 }  // namespace tilegrad

@@ -1,7 +1,10 @@
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/gemm.h"
 #include "core/parallel.h"
@@ -18,14 +21,20 @@ GemmMatrix matrix_of(const TensorView& t) {
 
 char* at(void* base, uint64_t offset) { return static_cast<char*>(base) + offset; }
 
-// Runs fn(r0, r1) over [0, rows) split into contiguous row ranges, one per thread.
+// Runs fn(r0, r1) over [0, rows) in contiguous row ranges (about 8 per thread) handed out first
+// come, first served, so a preempted thread does not hold the others up. Every row is computed
+// by one call on its own, so the split never changes a result.
 template <class Fn>
 void for_row_tiles(int64_t rows, int threads, Fn&& fn) {
-  const int64_t tiles = std::max<int64_t>(1, std::min<int64_t>(threads, rows));
-  const int64_t per = (rows + tiles - 1) / tiles;
-  core::parallel_for(tiles, threads, [&](int64_t tile) {
-    const int64_t r0 = tile * per, r1 = std::min(rows, r0 + per);
-    if (r0 < r1) fn(r0, r1);
+  if (rows <= 0) return;
+  const int team = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, rows)));
+  if (team == 1 || core::in_parallel_region()) return fn(int64_t(0), rows);
+  const int64_t per = std::max<int64_t>(1, rows / (int64_t(team) * 8));
+  const int64_t tiles = (rows + per - 1) / per;
+  std::atomic<int64_t> next{0};
+  core::parallel_for(team, team, [&](int64_t) {
+    for (int64_t tile = next.fetch_add(1); tile < tiles; tile = next.fetch_add(1))
+      fn(tile * per, std::min(rows, (tile + 1) * per));
   });
 }
 
@@ -53,7 +62,40 @@ void cast_rows(const FlceKernels* k, const float* src, const TensorView& dst, in
   });
 }
 
+// acc[v0 + j] += sum over the block's rows of G[r][j], rows in order (so every column's sum has one
+// order whatever the thread count); columns split across threads.
+void accumulate_columns(const FlceKernels* k, float* acc, const char* g, DType dt, int64_t rows, int64_t cols,
+                        int threads) {
+  const int64_t es = dtype_size(dt);
+  const int64_t tiles = std::max<int64_t>(1, std::min<int64_t>(threads, (cols + 255) / 256));
+  const int64_t per = ((cols + tiles - 1) / tiles + 15) / 16 * 16;
+  core::parallel_for(tiles, threads, [&](int64_t tile) {
+    const int64_t c0 = tile * per, c1 = std::min(cols, c0 + per);
+    if (c0 >= c1) return;
+    for (int64_t r = 0; r < rows; ++r) k->accumulate_row(acc + c0, g + (r * cols + c0) * es, dt, c1 - c0);
+  });
+}
+
 }  // namespace
+
+FlceRowResult flce_row_result(const FlceLossSpec& s, int64_t i, bool valid, float max, float sum_exp,
+                              float z_target, float wz) {
+  FlceRowResult r;
+  if (!valid) return r;
+  const double eps = s.eps, lambda = s.lambda, classes = double(std::max<int64_t>(s.classes, 1));
+  const double log_s = std::log(double(sum_exp));
+  const double lse = double(max) + log_s;
+  const double wt = s.target_w ? double(s.target_w[i]) : 1.0;
+  double ce = (1.0 - eps) * wt * (log_s - (double(z_target) - double(max)));
+  if (eps > 0.0) ce += eps / classes * (s.class_w_total * lse - double(wz));
+  r.ce = float(ce);
+  r.zloss = float(lambda * lse * lse);
+  const double sc = s.scale[i], zs = s.zscale ? double(s.zscale[i]) : 0.0;
+  r.coef_p = float(sc * ((1.0 - eps) * wt + eps * s.class_w_total / classes) + zs * 2.0 * lambda * lse);
+  r.coef_t = float(sc * (1.0 - eps) * wt);
+  r.coef_u = float(sc * eps / classes);
+  return r;
+}
 
 bool flce_gemmable(const TensorView& m) {
   return m.rank() == 2 && core::gemm_layout_ok(m.shape[0], m.shape[1], m.strides[0], m.strides[1]);
@@ -77,7 +119,7 @@ void flce_fill_zero(const TensorView& t) {
 
 void flce_forward_run(const FlceForwardTiling& t, const TensorView& input, const TensorView& weight,
                       const int64_t* local_target, const Vec1& max_out, const Vec1& sum_out, const Vec1& pred_out,
-                      const TensorView* logits_out, void* workspace) {
+                      const TensorView* logits_out, void* workspace, const FlceFeatures* f) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < t.bt; ++i) {
     max_out.set_f32(i, ninf);
@@ -99,11 +141,13 @@ void flce_forward_run(const FlceForwardTiling& t, const TensorView& input, const
       for_row_tiles(bc, t.threads, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t i = b0 + r;
-          const float* row = logits + r * vc;
+          float* row = logits + r * vc;
+          if (f && (f->bias || f->softcap != 0.0f)) k->transform_row(row, vc, f->bias ? f->bias + v0 : nullptr, f->softcap);
           float m = max_out.f32(i), s = sum_out.f32(i);
           k->online_max_sum(row, vc, &m, &s);
           max_out.set_f32(i, m);
           sum_out.set_f32(i, s);
+          if (f && f->row_wsum) f->row_wsum[i] += k->weighted_sum(row, f->class_w ? f->class_w + v0 : nullptr, vc);
           const int64_t c = local_target[i] - v0;
           if (local_target[i] >= 0 && c >= 0 && c < vc) pred_out.set_f32(i, row[c]);
           if (logits_out) {
@@ -123,7 +167,7 @@ void flce_forward_run(const FlceForwardTiling& t, const TensorView& input, const
 void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const TensorView& weight,
                    const TensorView* softmax, const float* row_grad, const float* row_max, const float* row_sum,
                    const int64_t* row_target, const TensorView& grad_input, const TensorView& grad_weight,
-                   void* workspace) {
+                   void* workspace, const FlceFeatures* f) {
   if (t.bt == 0 || t.v == 0 || t.h == 0) {
     flce_fill_zero(grad_input);
     flce_fill_zero(grad_weight);
@@ -151,7 +195,10 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
         const int64_t i = b0 + r;
         FlceGradRow row;
         if (t.recompute) {
-          row.src = logits + r * vc;
+          float* lrow = logits + r * vc;
+          if (f && (f->bias || f->softcap != 0.0f))
+            k->transform_row(lrow, vc, f->bias ? f->bias + v0 : nullptr, f->softcap);
+          row.src = lrow;
           row.src_stride = 1;
           row.from_logits = true;
           row.max = row_max[i];
@@ -162,6 +209,13 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
         }
         row.n = vc;
         row.grad = row_grad[i];
+        row.target_coef = row_grad[i];
+        if (f && t.recompute) {
+          if (f->row_target_coef) row.target_coef = f->row_target_coef[i];
+          if (f->row_uniform_coef) row.uniform_coef = f->row_uniform_coef[i];
+          row.softcap = f->softcap;
+          row.class_w = f->class_w ? f->class_w + v0 : nullptr;
+        }
         const int64_t c = row_target[i] - v0;
         row.target = (row_target[i] >= 0 && c >= 0 && c < vc) ? c : -1;
         row.out_dtype = dt;
@@ -169,6 +223,7 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
         k->grad_row(row);
       }
     });
+    if (f && f->grad_bias_acc) accumulate_columns(k, f->grad_bias_acc + v0, g, dt, bc, vc, t.threads);
     const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, vc, vc);
     // grad_input rows [b0, b0 + bc) (+)= G @ W[v0 : v0 + vc]
     if (t.grad_input_direct) {
@@ -206,50 +261,64 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
   }
 }
 
-uint64_t flce_whole_workspace(int64_t bt, int64_t v) { return uint64_t(bt) * uint64_t(v) * 4; }
-
-void flce_whole_run(int threads, Isa isa, const TensorView& input, const TensorView& weight, const int64_t* target,
-                    const float* row_grad, float* row_max, float* row_sum, float* row_pred,
-                    const TensorView& grad_input, const TensorView& grad_weight, void* workspace) {
-  const int64_t bt = input.shape[0], v = weight.shape[0];
-  const FlceKernels* k = flce_kernels(isa);
+void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const TensorView& weight,
+                      const int64_t* target, const FlceLossSpec& spec, const FlceFeatures& f, float* row_ce,
+                      float* row_zloss, const TensorView& grad_input, const TensorView& grad_weight, void* workspace) {
+  const int64_t v = t.v, h = t.h;
+  const FlceKernels* k = flce_kernels(t.isa);
   const DType dt = input.dtype;
   const int64_t es = dtype_size(dt);
-  const GemmMatrix x = matrix_of(input), w = matrix_of(weight);
-  float* logits = static_cast<float*>(workspace);
-  core::gemm(x, w.t(), GemmMatrix::rowmajor(logits, DType::kFloat32, bt, v, v), false, threads);
+  const GemmMatrix x = matrix_of(input), w = matrix_of(weight), gin = matrix_of(grad_input),
+                   gw = matrix_of(grad_weight);
+  float* logits = reinterpret_cast<float*>(at(workspace, t.logits_offset));
+  // fp32: G overwrites the logits row by row; 16-bit: its own dense buffer (no repacking pass).
+  char* g = t.g_bytes ? at(workspace, t.g_offset) : reinterpret_cast<char*>(logits);
+  float* acc_w = t.acc_weight_bytes ? reinterpret_cast<float*>(at(workspace, t.acc_weight_offset)) : nullptr;
+  const bool transform = f.bias || f.softcap != 0.0f;
   const float ninf = -std::numeric_limits<float>::infinity();
-  for_row_tiles(bt, threads, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      const float* row = logits + i * v;
-      float m = ninf, s = 0.0f;
-      k->online_max_sum(row, v, &m, &s);
-      row_max[i] = m;
-      row_sum[i] = s;
-      row_pred[i] = target[i] >= 0 ? row[target[i]] - m : 0.0f;
-      FlceGradRow g;
-      g.src = row;
-      g.n = v;
-      g.from_logits = true;
-      g.max = m;
-      g.sum_exp = s;
-      g.grad = row_grad[i];
-      g.target = target[i];
-      g.out_dtype = dt;
-      g.out = logits + i * v;  // in place: row i of G keeps row i's byte pitch
-      k->grad_row(g);
-    }
-  });
-  // Pack G's rows densely (row i moves down from byte 4*v*i to es*v*i, in order, so nothing unread
-  // is overwritten): oneDNN's brgemm kernels want a dense leading dimension (with ld = 2v it falls
-  // back to gemm:jit with a V x H fp32 scratchpad).
-  if (es != 4) {
-    char* base = reinterpret_cast<char*>(logits);
-    for (int64_t i = 1; i < bt; ++i) std::memmove(base + i * v * es, base + i * v * 4, v * es);
+  for (int64_t ci = 0, b0 = 0; b0 < t.bt; ++ci, b0 += t.chunk_rows) {
+    const int64_t bc = std::min(t.chunk_rows, t.bt - b0);
+    core::gemm(x.row_block(b0, bc), w.t(), GemmMatrix::rowmajor(logits, DType::kFloat32, bc, v, v), false,
+               t.threads);
+    for_row_tiles(bc, t.threads, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i = b0 + r;
+        float* row = logits + r * v;
+        if (transform) k->transform_row(row, v, f.bias, f.softcap);
+        float m = ninf, s = 0.0f;
+        k->online_max_sum(row, v, &m, &s);
+        const int64_t tc = target[i];
+        const float wz = spec.eps > 0.0f ? k->weighted_sum(row, f.class_w, v) : 0.0f;
+        const FlceRowResult res = flce_row_result(spec, i, tc >= 0, m, s, tc >= 0 ? row[tc] : 0.0f, wz);
+        row_ce[i] = res.ce;
+        row_zloss[i] = res.zloss;
+        FlceGradRow gr;
+        gr.src = row;
+        gr.n = v;
+        gr.from_logits = true;
+        gr.max = m;
+        gr.sum_exp = s;
+        gr.grad = res.coef_p;
+        gr.target_coef = res.coef_t;
+        gr.uniform_coef = res.coef_u;
+        gr.softcap = f.softcap;
+        gr.class_w = f.class_w;
+        gr.target = tc;
+        gr.out_dtype = dt;
+        gr.out = g + r * v * es;
+        k->grad_row(gr);
+      }
+    });
+    if (f.grad_bias_acc) accumulate_columns(k, f.grad_bias_acc, g, dt, bc, v, t.threads);
+    const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, v, v);
+    core::gemm(gm, w, gin.row_block(b0, bc), false, t.threads);
+    if (acc_w)
+      core::gemm(gm.t(), x.row_block(b0, bc), GemmMatrix::rowmajor(acc_w, DType::kFloat32, v, h, h), ci > 0,
+                 t.threads);
+    else
+      core::gemm(gm.t(), x.row_block(b0, bc), gw, ci > 0, t.threads);
   }
-  const GemmMatrix gm = GemmMatrix::rowmajor(logits, dt, bt, v, v);
-  core::gemm(gm, w, matrix_of(grad_input), false, threads);
-  core::gemm(gm.t(), x, matrix_of(grad_weight), false, threads);
+  if (acc_w) cast_rows(k, acc_w, grad_weight, 0, v, t.threads);
 }
 
 }  // namespace tilegrad::ops

@@ -48,6 +48,37 @@ struct Vec1 {
   }
 };
 
+// The single-process op's extras, applied identically by every path (null everywhere for the aclnn
+// operators). Logits z = softcap * tanh((input @ weight^T + bias) / softcap) (each step optional).
+struct FlceFeatures {
+  const float* bias = nullptr;     // (V) fp32 copy of the linear bias, or null
+  float softcap = 0.0f;            // 0: no cap
+  const float* class_w = nullptr;  // (V) fp32 class weights, or null (all 1)
+  float* row_wsum = nullptr;       // forward: per row sum_j cw[j] z[j] (label smoothing), or null
+  const float* row_target_coef = nullptr;   // gradient: per row target coefficient (null: = row grad)
+  const float* row_uniform_coef = nullptr;  // gradient: per row uniform (label smoothing) coefficient
+  float* grad_bias_acc = nullptr;  // (V) fp32: += column sums of G (rounded G), or null
+};
+
+// Per-row loss terms and gradient coefficients of the single-process op (SEMANTICS section 5 plus
+// PyTorch's label smoothing / class weights, z-loss). ce = (1 - eps) w_t (lse - z_t) +
+// eps / C * sum_j w_j (lse - z_j); zloss = lambda * lse^2; the gradient of
+// scale * ce + zscale * zloss over z_j is coef_p * p_j - coef_t * (j == t) - coef_u * w_j.
+struct FlceLossSpec {
+  float eps = 0.0f, lambda = 0.0f;
+  int64_t classes = 0;
+  double class_w_total = 0.0;          // sum_j w_j (C without class weights)
+  const float* scale = nullptr;        // per row (0 on ignored rows)
+  const float* zscale = nullptr;       // per row
+  const float* target_w = nullptr;     // per row w_t (1 without class weights)
+};
+struct FlceRowResult {
+  float ce = 0.0f, zloss = 0.0f, coef_p = 0.0f, coef_t = 0.0f, coef_u = 0.0f;
+};
+// wz: sum_j w_j z_j (only read when eps > 0).
+FlceRowResult flce_row_result(const FlceLossSpec& s, int64_t i, bool valid, float max, float sum_exp, float z_target,
+                              float wz);
+
 // True if oneDNN takes this 2-D view without a copy.
 bool flce_gemmable(const TensorView& m);
 
@@ -56,23 +87,24 @@ bool flce_gemmable(const TensorView& m);
 // its dtype.
 void flce_forward_run(const FlceForwardTiling& t, const TensorView& input, const TensorView& weight,
                       const int64_t* local_target, const Vec1& max_out, const Vec1& sum_out, const Vec1& pred_out,
-                      const TensorView* logits_out, void* workspace);
+                      const TensorView* logits_out, void* workspace, const FlceFeatures* features = nullptr);
 
 // Gradient blocks. Per row: grad, max, sum_exp (unused with a softmax), target column (-1: none).
 // softmax is null in memory-saving mode (t.recompute).
 void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const TensorView& weight,
                    const TensorView* softmax, const float* row_grad, const float* row_max, const float* row_sum,
                    const int64_t* row_target, const TensorView& grad_input, const TensorView& grad_weight,
-                   void* workspace);
+                   void* workspace, const FlceFeatures* features = nullptr);
 
-// Whole-logits path of the single-process op (three GEMMs instead of four): L = input @ weight^T
-// into one (BT x V) fp32 buffer (workspace: flce_whole_workspace bytes; every operand oneDNN-ready),
-// per row max / sum-exp / target logit - max (rows with target < 0: pred 0), then G formed in place
-// over L (same row pitch, then packed densely), grad_input = G @ weight, grad_weight = G^T @ input.
-uint64_t flce_whole_workspace(int64_t bt, int64_t v);
-void flce_whole_run(int threads, Isa isa, const TensorView& input, const TensorView& weight, const int64_t* target,
-                    const float* row_grad, float* row_max, float* row_sum, float* row_pred,
-                    const TensorView& grad_input, const TensorView& grad_weight, void* workspace);
+// Three-GEMM path of the single-process op (plans kWhole and kChunked; every operand oneDNN-ready):
+// per row chunk L = input_c @ weight^T (fp32), per row the logits transform, max / sum-exp, loss
+// terms and G (fp32 math, rounded once, in place over L for fp32 or into the G buffer), then
+// grad_input_c = G @ weight and grad_weight (+)= G^T @ input_c accumulated in fp32 (the output
+// itself for fp32 weights, else the V x H fp32 accumulator rounded once at the end).
+// row_ce / row_zloss get each row's loss terms (0 on rows with target < 0).
+void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const TensorView& weight,
+                      const int64_t* target, const FlceLossSpec& spec, const FlceFeatures& features, float* row_ce,
+                      float* row_zloss, const TensorView& grad_input, const TensorView& grad_weight, void* workspace);
 
 // Writes zeros into every element of a view.
 void flce_fill_zero(const TensorView& t);

@@ -1,18 +1,20 @@
 // tilegrad::fused_linear_cross_entropy: single-process loss and both gradients of
-// cross_entropy(input @ weight^T, target). When the (BT x V) fp32 logits fit flce_whole_budget(),
-// three GEMMs over one logits buffer that G then overwrites in place; otherwise the forward blocks
-// give each row's max and sum-exp and the memory-saving gradient blocks recompute the logits (four
-// GEMMs, workspace bounded by the block budget).
+// cross_entropy(softcap(input @ weight^T + bias), target) with PyTorch's class weights and label
+// smoothing plus z-loss. The plan comes from the memory budget (flce_fused_tiling): three GEMMs over
+// row chunks (whole logits, or chunks with an fp32 grad_weight accumulator), else forward blocks and
+// the memory-saving gradient (four GEMMs). Every GEMM is thread-count deterministic (core/gemm.h).
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/flce_checks.h"
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
+#include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_kernel.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
 namespace tilegrad::ops {
@@ -23,9 +25,53 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat16, DType::kB
 
 struct Args {
   TensorView input, weight, target, loss, gin, gw;
+  TensorView bias, class_weight, grad_output, grad_bias, z_loss;  // optional (dtype undefined: absent)
 };
 
-void validate(const Args& a, int64_t reduction) {
+TensorView optional(const TensorView* t) { return t ? *t : TensorView{}; }
+
+void validate_options(const Args& a, int64_t reduction, const FusedLinearCrossEntropyOptions& o) {
+  const int64_t bt = a.input.shape[0], v = a.weight.shape[0];
+  if (flce_present(a.bias)) {
+    core::require_well_formed(kOp, "bias", a.bias);
+    flce_require_same_dtype(kOp, "bias", a.bias, "input", a.input);
+    core::require_shape(kOp, "bias", a.bias, {v}, "(V) from weight");
+    core::check(flce_present(a.grad_bias), kOp, ": grad_bias (output) is required with a bias");
+  }
+  if (flce_present(a.grad_bias)) {
+    core::require_well_formed(kOp, "grad_bias", a.grad_bias);
+    flce_require_same_dtype(kOp, "grad_bias", a.grad_bias, "input", a.input);
+    core::require_shape(kOp, "grad_bias", a.grad_bias, {v}, "(V) from weight");
+  }
+  if (flce_present(a.class_weight)) {
+    core::require_well_formed(kOp, "class_weight", a.class_weight);
+    core::require_dtype(kOp, "class_weight", a.class_weight, kFloatTypes);
+    core::require_shape(kOp, "class_weight", a.class_weight, {v}, "(V) from weight");
+  }
+  if (flce_present(a.grad_output)) {
+    core::require_well_formed(kOp, "grad_output", a.grad_output);
+    core::require_dtype(kOp, "grad_output", a.grad_output, {DType::kFloat32});
+    const int64_t n = a.grad_output.numel();
+    core::check(n == 1 || (reduction == 0 && a.grad_output.rank() == 1 && n == bt), kOp, ": grad_output shape ",
+                shape_str(a.grad_output.shape), " must have one element",
+                reduction == 0 ? " or be (BT) for reduction none" : "");
+  }
+  if (flce_present(a.z_loss)) {
+    core::require_well_formed(kOp, "z_loss", a.z_loss);
+    core::require_dtype(kOp, "z_loss", a.z_loss, {DType::kFloat32});
+    if (reduction == 0) core::require_shape(kOp, "z_loss", a.z_loss, {bt}, "(BT) for reduction none:");
+    else core::require_shape(kOp, "z_loss", a.z_loss, {}, "() for reduction mean/sum:");
+  }
+  core::check(std::isfinite(o.label_smoothing) && o.label_smoothing >= 0.0f && o.label_smoothing <= 1.0f, kOp,
+              ": label_smoothing must be in [0, 1], got ", o.label_smoothing);
+  core::check(std::isfinite(o.lse_square_scale) && o.lse_square_scale >= 0.0f, kOp,
+              ": lse_square_scale must be finite and >= 0, got ", o.lse_square_scale);
+  core::check(std::isfinite(o.softcap) && o.softcap >= 0.0f, kOp, ": softcap must be finite and > 0 (0: none), got ",
+              o.softcap);
+  core::check(o.memory_budget >= 0, kOp, ": memory_budget must be >= 0 bytes (0: default), got ", o.memory_budget);
+}
+
+void validate(const Args& a, int64_t reduction, const FusedLinearCrossEntropyOptions& o) {
   core::require_well_formed(kOp, "input", a.input);
   core::require_well_formed(kOp, "weight", a.weight);
   core::require_well_formed(kOp, "target", a.target);
@@ -53,104 +99,204 @@ void validate(const Args& a, int64_t reduction) {
               reduction);
   if (reduction == 0) core::require_shape(kOp, "loss", a.loss, {bt}, "(BT) for reduction none:");
   else core::require_shape(kOp, "loss", a.loss, {}, "() for reduction mean/sum:");
-  flce_check_overlaps(kOp, {{"loss", &a.loss}, {"grad_input", &a.gin}, {"grad_weight", &a.gw}},
-                      {{"input", &a.input}, {"weight", &a.weight}, {"target", &a.target}});
+  validate_options(a, reduction, o);
+  const auto opt = [](const TensorView& t) { return flce_present(t) ? &t : nullptr; };
+  flce_check_overlaps(kOp,
+                      {{"loss", &a.loss},
+                       {"grad_input", &a.gin},
+                       {"grad_weight", &a.gw},
+                       {"grad_bias", opt(a.grad_bias)},
+                       {"z_loss", opt(a.z_loss)}},
+                      {{"input", &a.input},
+                       {"weight", &a.weight},
+                       {"target", &a.target},
+                       {"bias", opt(a.bias)},
+                       {"class_weight", opt(a.class_weight)},
+                       {"grad_output", opt(a.grad_output)}});
+}
+
+// A (V) vector of any float dtype as fp32 values.
+std::vector<float> to_f32(const TensorView& t) {
+  std::vector<float> out(t.numel());
+  const int64_t es = dtype_size(t.dtype);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[i] = float(core::load_float_element(t.dtype, static_cast<const char*>(t.data) + i * t.strides[0] * es));
+  return out;
 }
 
 class FusedLaunch final : public core::Launch {
  public:
-  FusedLaunch(const Args& a, int64_t ignore_index, int64_t reduction, int64_t budget)
-      : a_(a), ignore_index_(ignore_index), reduction_(reduction) {
-    validate(a_, reduction);
+  FusedLaunch(const Args& a, int64_t ignore_index, int64_t reduction, const FusedLinearCrossEntropyOptions& o)
+      : a_(a), ignore_index_(ignore_index), reduction_(reduction), o_(o) {
+    validate(a_, reduction, o);
     const core::Platform p = core::Platform::current();
     const int64_t bt = a.input.shape[0], h = a.input.shape[1], v = a.weight.shape[0];
-    const int64_t es = dtype_size(a.input.dtype);
-    const bool in_ok = flce_gemmable(a.input), w_ok = flce_gemmable(a.weight);
-    const bool gin_ok = flce_gemmable(a.gin), gw_ok = flce_gemmable(a.gw);
-    threads_ = p.threads;
-    isa_ = p.isa;
-    whole_ = bt > 0 && v > 0 && h > 0 && in_ok && w_ok && gin_ok && gw_ok &&
-             flce_whole_workspace(bt, v) <= uint64_t(flce_whole_budget());
-    if (!whole_) {
-      fwd_ = flce_forward_tiling(bt, h, v, es, in_ok, w_ok, budget, p);
-      grad_ = flce_grad_tiling(bt, h, v, es, true, in_ok, w_ok, gin_ok, gw_ok, budget, p);
-    }
+    tiling_ = flce_fused_tiling(bt, h, v, dtype_size(a.input.dtype), flce_gemmable(a.input), flce_gemmable(a.weight),
+                                flce_gemmable(a.gin), flce_gemmable(a.gw),
+                                o.memory_budget > 0 ? o.memory_budget : flce_budget(), p);
   }
-  uint64_t workspace_bytes() const override {
-    return whole_ ? flce_whole_workspace(a_.input.shape[0], a_.weight.shape[0])
-                  : std::max(fwd_.workspace_bytes, grad_.workspace_bytes);
-  }
+  uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 
-  void run(void* workspace) override {
-    const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
-    const Vec1 target(a_.target);
-    std::vector<int64_t> col(bt);
-    int64_t valid = 0;
-    for (int64_t i = 0; i < bt; ++i) {
-      const int64_t t = target.integer(i);
-      if (t == ignore_index_) {
-        col[i] = -1;
-        continue;
-      }
-      if (t < 0 || t >= v)
-        core::fail_index(kOp, ": target[", i, "] = ", t, " is out of range [0, ", v, ") and is not ignore_index ",
-                         ignore_index_);
-      col[i] = t;
-      ++valid;
-    }
-    std::vector<float> mx(bt), sum(bt), pred(bt), grad(bt);
-    const float scale = reduction_ == 1 ? (valid > 0 ? 1.0f / float(valid) : 0.0f) : 1.0f;
-    for (int64_t i = 0; i < bt; ++i) grad[i] = col[i] >= 0 ? scale : 0.0f;
-    if (whole_) {
-      flce_whole_run(threads_, isa_, a_.input, a_.weight, col.data(), grad.data(), mx.data(), sum.data(),
-                     pred.data(), a_.gin, a_.gw, workspace);
-    } else {
-      const auto vec = [](float* p) {
-        Vec1 r;
-        r.data = reinterpret_cast<char*>(p);
-        r.dtype = DType::kFloat32;
-        return r;
-      };
-      flce_forward_run(fwd_, a_.input, a_.weight, col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
-                       nullptr, workspace);
-    }
-    double total = 0.0;
-    const Vec1 loss(a_.loss);
-    for (int64_t i = 0; i < bt; ++i) {
-      const float li = col[i] >= 0 ? std::log(sum[i]) - pred[i] : 0.0f;
-      if (reduction_ == 0) loss.set_f32(i, li);
-      total += li;
-    }
-    if (reduction_ == 1)
-      loss.set_f32(0, valid > 0 ? float(total / double(valid)) : std::numeric_limits<float>::quiet_NaN());
-    else if (reduction_ == 2)
-      loss.set_f32(0, float(total));
-    if (whole_) return;
-    flce_grad_run(grad_, a_.input, a_.weight, nullptr, grad.data(), mx.data(), sum.data(), col.data(), a_.gin, a_.gw,
-                  workspace);
-  }
+  void run(void* workspace) override;
 
  private:
+  // Row targets (-1: ignored), checked against [0, V).
+  std::vector<int64_t> target_columns(int64_t* valid) const;
+
   Args a_;
   int64_t ignore_index_, reduction_;
-  int threads_ = 1;
-  Isa isa_ = Isa::kScalar;
-  bool whole_ = false;  // three GEMMs over one (BT x V) fp32 logits buffer
-  FlceForwardTiling fwd_;
-  FlceGradTiling grad_;
+  FusedLinearCrossEntropyOptions o_;
+  FlceFusedTiling tiling_;
 };
+
+std::vector<int64_t> FusedLaunch::target_columns(int64_t* valid) const {
+  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  const Vec1 target(a_.target);
+  std::vector<int64_t> col(bt);
+  *valid = 0;
+  for (int64_t i = 0; i < bt; ++i) {
+    const int64_t t = target.integer(i);
+    if (t == ignore_index_) {
+      col[i] = -1;
+      continue;
+    }
+    if (t < 0 || t >= v)
+      core::fail_index(kOp, ": target[", i, "] = ", t, " is out of range [0, ", v, ") and is not ignore_index ",
+                       ignore_index_);
+    col[i] = t;
+    ++*valid;
+  }
+  return col;
+}
+
+void FusedLaunch::run(void* workspace) {
+  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  int64_t valid = 0;
+  const std::vector<int64_t> col = target_columns(&valid);
+  const bool has_cw = flce_present(a_.class_weight), has_bias = flce_present(a_.bias);
+  const std::vector<float> cw = has_cw ? to_f32(a_.class_weight) : std::vector<float>();
+  const std::vector<float> bias = has_bias ? to_f32(a_.bias) : std::vector<float>();
+  double cw_total = double(v);
+  if (has_cw) {
+    cw_total = 0.0;
+    for (float x : cw) cw_total += x;
+  }
+  // Upstream gradient per row, row weights w_t and the reduction's divisors.
+  std::vector<float> go(bt, 1.0f), wt(bt, 0.0f), scale(bt, 0.0f), zscale(bt, 0.0f);
+  if (flce_present(a_.grad_output)) {
+    const Vec1 g(a_.grad_output);
+    const bool per_row = a_.grad_output.numel() != 1 || (reduction_ == 0 && a_.grad_output.rank() == 1 && bt == 1);
+    for (int64_t i = 0; i < bt; ++i) go[i] = g.f32(per_row ? i : 0);
+  }
+  double wt_total = 0.0;
+  for (int64_t i = 0; i < bt; ++i)
+    if (col[i] >= 0) {
+      wt[i] = has_cw ? cw[col[i]] : 1.0f;
+      wt_total += wt[i];
+    }
+  const double ce_div = reduction_ == 1 ? wt_total : 1.0, z_div = reduction_ == 1 ? double(valid) : 1.0;
+  for (int64_t i = 0; i < bt; ++i)
+    if (col[i] >= 0) {
+      scale[i] = ce_div != 0.0 ? float(double(go[i]) / ce_div) : 0.0f;
+      zscale[i] = z_div != 0.0 ? float(double(go[i]) / z_div) : 0.0f;
+    }
+  FlceLossSpec spec;
+  spec.eps = o_.label_smoothing;
+  spec.lambda = o_.lse_square_scale;
+  spec.classes = v;
+  spec.class_w_total = cw_total;
+  spec.scale = scale.data();
+  spec.zscale = zscale.data();
+  spec.target_w = wt.data();
+  std::vector<float> gb_acc(has_bias || flce_present(a_.grad_bias) ? v : 0, 0.0f);
+  FlceFeatures f;
+  f.bias = has_bias ? bias.data() : nullptr;
+  f.softcap = o_.softcap;
+  f.class_w = has_cw ? cw.data() : nullptr;
+  f.grad_bias_acc = gb_acc.empty() ? nullptr : gb_acc.data();
+  std::vector<float> ce(bt, 0.0f), zl(bt, 0.0f);
+  if (tiling_.plan != FlcePlan::kVocabOuter) {
+    flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), a_.gin, a_.gw,
+                     workspace);
+  } else {
+    std::vector<float> mx(bt), sum(bt), pred(bt), wsum(bt, 0.0f), cp(bt), ct(bt), cu(bt);
+    const auto vec = [](float* p) {
+      Vec1 r;
+      r.data = reinterpret_cast<char*>(p);
+      r.dtype = DType::kFloat32;
+      return r;
+    };
+    f.row_wsum = spec.eps > 0.0f ? wsum.data() : nullptr;
+    flce_forward_run(tiling_.fwd, a_.input, a_.weight, col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
+                     nullptr, workspace, &f);
+    for (int64_t i = 0; i < bt; ++i) {
+      // pred = z_t - max, so z_t = pred + max (the forward kept z_t - max to match the aclnn layout)
+      const FlceRowResult r = flce_row_result(spec, i, col[i] >= 0, mx[i], sum[i], pred[i] + mx[i], wsum[i]);
+      ce[i] = r.ce;
+      zl[i] = r.zloss;
+      cp[i] = r.coef_p;
+      ct[i] = r.coef_t;
+      cu[i] = r.coef_u;
+    }
+    f.row_wsum = nullptr;
+    f.row_target_coef = ct.data();
+    f.row_uniform_coef = cu.data();
+    flce_grad_run(tiling_.grad, a_.input, a_.weight, nullptr, cp.data(), mx.data(), sum.data(), col.data(), a_.gin,
+                  a_.gw, workspace, &f);
+  }
+  // Losses: per row, or reduced in one fixed order (double).
+  const Vec1 loss(a_.loss);
+  const bool want_z = flce_present(a_.z_loss);
+  const Vec1 zout = want_z ? Vec1(a_.z_loss) : Vec1();
+  double ce_total = 0.0, z_total = 0.0;
+  for (int64_t i = 0; i < bt; ++i) {
+    if (reduction_ == 0) {
+      loss.set_f32(i, ce[i] + zl[i]);
+      if (want_z) zout.set_f32(i, zl[i]);
+    }
+    ce_total += ce[i];
+    z_total += zl[i];
+  }
+  if (reduction_ != 0) {
+    const double c = reduction_ == 1 ? ce_total / wt_total : ce_total;  // 0 / 0: NaN, as PyTorch
+    const double z = reduction_ == 1 ? z_total / double(valid) : z_total;
+    loss.set_f32(0, float(c + z));
+    if (want_z) zout.set_f32(0, float(z));
+  }
+  if (flce_present(a_.grad_bias)) {
+    const TensorView& gb = a_.grad_bias;
+    flce_kernels(tiling_.isa)->cast_row(gb_acc.data(), v, gb.dtype, gb.data, gb.strides[0]);
+  }
+}
 
 }  // namespace
 }  // namespace tilegrad::ops
 
 namespace tilegrad {
 
+void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& weight, const TensorView& target,
+                                   int64_t ignore_index, int64_t reduction, const TensorView& loss,
+                                   const TensorView& grad_input, const TensorView& grad_weight,
+                                   const FusedLinearCrossEntropyOptions& options) {
+  ops::Args a{input,
+              weight,
+              target,
+              loss,
+              grad_input,
+              grad_weight,
+              ops::optional(options.bias),
+              ops::optional(options.class_weight),
+              ops::optional(options.grad_output),
+              ops::optional(options.grad_bias),
+              ops::optional(options.z_loss)};
+  ops::FusedLaunch launch(a, ignore_index, reduction, options);
+  core::run_now(launch);
+}
+
 void fused_linear_cross_entropy(const TensorView& input, const TensorView& weight, const TensorView& target,
                                 int64_t ignore_index, int64_t reduction, const TensorView& loss,
                                 const TensorView& grad_input, const TensorView& grad_weight) {
-  ops::FusedLaunch launch({input, weight, target, loss, grad_input, grad_weight}, ignore_index, reduction,
-                          ops::flce_budget());
-  core::run_now(launch);
+  fused_linear_cross_entropy_ex(input, weight, target, ignore_index, reduction, loss, grad_input, grad_weight, {});
 }
 
 }  // namespace tilegrad

@@ -10,14 +10,20 @@
 
 namespace tilegrad::ops {
 
-// One row of the gradient block: g[j] = (q[j] - (j == target)) * grad, rounded once to out_dtype,
-// with q = exp(src[j] - max) / sum_exp (from_logits) or q = src[j] (a given softmax).
+// One row of the gradient block, rounded once to out_dtype:
+//   g[j] = (grad * q[j] - target_coef * (j == target) - uniform_coef * cw[j]) * cap[j]
+// with q = exp(src[j] - max) / sum_exp (from_logits) or q = src[j] (a given softmax), cw the class
+// weights (1 when class_w is null), cap[j] = 1 - (src[j] / softcap)^2 with a softcap (src then holds
+// the capped logits), else 1. The plain case (target_coef == grad, no uniform term, no softcap) is
+// formed as (q - 1) * grad at the target, in fp32.
 struct FlceGradRow {
   const float* src = nullptr;
   int64_t src_stride = 1;
   int64_t n = 0;
   bool from_logits = false;
   float max = 0.0f, sum_exp = 1.0f, grad = 0.0f;
+  float target_coef = 0.0f, uniform_coef = 0.0f, softcap = 0.0f;  // general form (from_logits, stride 1)
+  const float* class_w = nullptr;                                  // n contiguous fp32, or null
   int64_t target = -1;  // column inside this row chunk, or -1
   DType out_dtype = DType::kFloat32;
   void* out = nullptr;  // n contiguous elements; may be src itself (src_stride 1): written behind the reads
@@ -34,6 +40,12 @@ struct FlceKernels {
   void (*softmax_row)(DType dtype, const void* x, int64_t xs, int64_t n, float max, float sum_exp, float* out,
                       int64_t os);
   void (*grad_row)(const FlceGradRow& row);
+  // z[j] = softcap * tanh((z[j] + bias[j]) / softcap); bias null: no bias; softcap 0: no cap.
+  void (*transform_row)(float* z, int64_t n, const float* bias, float softcap);
+  // sum_j w[j] * z[j] (w null: sum_j z[j]), fp32, one fixed order.
+  float (*weighted_sum)(const float* z, const float* w, int64_t n);
+  // acc[j] += g[j] (g: n contiguous elements of dtype), fp32.
+  void (*accumulate_row)(float* acc, const void* g, DType dtype, int64_t n);
 };
 
 const FlceKernels* flce_kernels_scalar();

@@ -52,7 +52,14 @@ int64_t env_bytes(const char* name, int64_t fallback, bool zero_ok) {
 }  // namespace
 
 int64_t flce_budget() { return env_bytes("TILEGRAD_FLCE_BUDGET", kFlceDefaultBudget, false); }
-int64_t flce_whole_budget() { return env_bytes("TILEGRAD_FLCE_WHOLE_BUDGET", kFlceDefaultWholeBudget, true); }
+
+const char* flce_plan_name(FlcePlan p) {
+  switch (p) {
+    case FlcePlan::kWhole: return "whole";
+    case FlcePlan::kChunked: return "chunked";
+    default: return "vocab_outer";
+  }
+}
 
 FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
                                       bool weight_gemmable, int64_t budget_bytes, const core::Platform& platform) {
@@ -158,6 +165,65 @@ FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_
   if (force_order == 2) return make(false);
   FlceGradTiling a = make(true), b = make(false);
   return b.workspace_bytes < a.workspace_bytes ? b : a;
+}
+
+FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsize, bool in_ok, bool w_ok,
+                                  bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p) {
+  FlceFusedTiling t;
+  t.bt = bt;
+  t.h = h;
+  t.v = v;
+  t.budget = budget;
+  t.threads = std::max(1, p.threads);
+  t.isa = p.isa;
+  // Empty problems take the block path (it writes the zeros and handles H = 0 logits).
+  const bool ready = in_ok && w_ok && gin_ok && gw_ok && bt > 0 && v > 0 && h > 0;
+  // Bytes per chunk row: fp32 logits, plus a dense G row for 16-bit dtypes.
+  const uint64_t per_row = uint64_t(v) * 4 + (dsize == 4 ? 0 : uint64_t(v) * dsize);
+  const uint64_t b = uint64_t(std::max<int64_t>(budget, 0));
+  const uint64_t acc = dsize == 4 ? 0 : align64(uint64_t(v) * h * 4);
+  int64_t rows = 0;
+  if (ready && uint64_t(bt) * per_row + 128 <= b) {
+    t.plan = FlcePlan::kWhole;
+    rows = bt;
+  } else if (ready && b > acc + 128 && int64_t((b - acc - 128) / per_row) >= std::min(bt, kFlceMinChunkRows)) {
+    t.plan = FlcePlan::kChunked;
+    // Near-equal chunks (multiples of 16 rows) of at most the rows that fit.
+    const int64_t fit = int64_t((b - acc - 128) / per_row);
+    const int64_t num = ceil_div(bt, fit);
+    rows = std::min(fit, std::min(bt, (ceil_div(bt, num) + 15) / 16 * 16));
+  } else {
+    t.plan = FlcePlan::kVocabOuter;
+    // The budget covers the whole workspace here too: the blocks get what the accumulators and
+    // copies leave (never less than the tilings' minimum chunks).
+    int64_t block_budget = std::max<int64_t>(budget, 1);
+    for (int round = 0; round < 4; ++round) {
+      t.fwd = flce_forward_tiling(bt, h, v, dsize, in_ok, w_ok, block_budget, p);
+      t.grad = flce_grad_tiling(bt, h, v, dsize, true, in_ok, w_ok, gin_ok, gw_ok, block_budget, p);
+      t.workspace_bytes = std::max(t.fwd.workspace_bytes, t.grad.workspace_bytes);
+      if (t.workspace_bytes <= b || block_budget == 1) break;
+      block_budget = std::max<int64_t>(1, block_budget - int64_t(t.workspace_bytes - b));
+    }
+    return t;
+  }
+  t.chunk_rows = rows;
+  t.num_chunks = ceil_div(bt, rows);
+  uint64_t off = 0;
+  t.logits_offset = off;
+  t.logits_bytes = uint64_t(rows) * v * 4;
+  off += align64(t.logits_bytes);
+  if (dsize != 4) {
+    t.g_offset = off;
+    t.g_bytes = uint64_t(rows) * v * dsize;
+    off += align64(t.g_bytes);
+  }
+  if (dsize != 4 && t.num_chunks > 1) {
+    t.acc_weight_offset = off;
+    t.acc_weight_bytes = uint64_t(v) * h * 4;
+    off += align64(t.acc_weight_bytes);
+  }
+  t.workspace_bytes = off;
+  return t;
 }
 
 }  // namespace tilegrad::ops

@@ -16,16 +16,14 @@
 
 namespace tilegrad::ops {
 
-constexpr int64_t kFlceDefaultBudget = int64_t(16) << 20;  // bytes for one block of logits / G
+constexpr int64_t kFlceDefaultBudget = int64_t(64) << 20;  // bytes (see flce_budget)
 constexpr int64_t kFlceMinChunk = 256;                     // rows per chunk, when the dimension has them
+constexpr int64_t kFlceMinChunkRows = 128;  // three-GEMM plan: fewest rows per chunk worth the fp32 re-reads
 
-// The block budget the operators use: TILEGRAD_FLCE_BUDGET (bytes, read at each phase 1) or
-// kFlceDefaultBudget. It bounds the logits / G block; accumulators come on top.
-int64_t flce_budget();
-// The single-process op keeps the whole (BT x V) fp32 logits (three GEMMs instead of four) when they
-// fit this many bytes: TILEGRAD_FLCE_WHOLE_BUDGET (0 disables) or kFlceDefaultWholeBudget.
-constexpr int64_t kFlceDefaultWholeBudget = int64_t(64) << 20;
-int64_t flce_whole_budget();
+// The memory budget: TILEGRAD_FLCE_BUDGET (bytes, read at each phase 1) or kFlceDefaultBudget.
+// For the aclnn gradient and forward operators it bounds the logits / G block (accumulators come on
+// top); for the single-process op it is the whole workspace of the three-GEMM plans and picks the plan.
+TILEGRAD_API int64_t flce_budget();
 
 struct FlceForwardTiling {
   int64_t bt = 0, h = 0, v = 0;
@@ -59,6 +57,35 @@ struct FlceGradTiling {
   int threads = 1;
   Isa isa = Isa::kScalar;
 };
+
+// The single-process op's plan (a pure function of the shapes, dtype size, layouts, budget and
+// Platform):
+//   kWhole      the (BT x V) fp32 logits (+ a 16-bit G copy) fit the budget: one chunk, three GEMMs,
+//               grad_weight written directly by its GEMM;
+//   kChunked    row chunks of chunk_rows (>= kFlceMinChunkRows) whose logits fit the budget next to
+//               the fp32 grad_weight accumulator (none for fp32 weights: the output accumulates):
+//               three GEMMs per chunk;
+//   kVocabOuter otherwise (or when an operand is not oneDNN-ready): forward blocks for the row
+//               statistics, then the memory-saving gradient recomputing the logits (four GEMMs).
+enum class FlcePlan : int { kWhole = 0, kChunked = 1, kVocabOuter = 2 };
+struct FlceFusedTiling {
+  int64_t bt = 0, h = 0, v = 0, budget = 0;
+  FlcePlan plan = FlcePlan::kVocabOuter;
+  int64_t chunk_rows = 0, num_chunks = 0;
+  uint64_t logits_offset = 0, logits_bytes = 0;            // fp32 chunk logits (ld V)
+  uint64_t g_offset = 0, g_bytes = 0;                      // 16-bit G of a chunk (fp32: aliases logits)
+  uint64_t acc_weight_offset = 0, acc_weight_bytes = 0;    // V x H fp32 (16-bit, several chunks)
+  FlceForwardTiling fwd;                                   // kVocabOuter
+  FlceGradTiling grad;                                     // kVocabOuter
+  uint64_t workspace_bytes = 0;
+  int threads = 1;
+  Isa isa = Isa::kScalar;
+};
+TILEGRAD_API FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
+                                               bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
+                                               bool grad_weight_gemmable, int64_t budget_bytes,
+                                               const core::Platform& platform);
+TILEGRAD_API const char* flce_plan_name(FlcePlan p);
 
 // force_order: 0 = pick the smaller workspace, 1 = V-outer, 2 = BT-outer (tests).
 TILEGRAD_API FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute,
