@@ -137,20 +137,56 @@ def test_malloc_errors_and_double_free():
     assert lib.aclrtFreeHost(h) == ACL_SUCCESS
 
 
-@pytest.mark.parametrize("kind", [H2H, H2D, D2H, D2D, DEFAULT])
-def test_memcpy_every_kind(kind):
+def test_memcpy_every_kind():
+    """Each kind in its own direction (host = NumPy memory, device = aclrtMalloc), and DEFAULT in all."""
     src = np.arange(100, dtype=np.float32)
-    dev_a, dev_b = malloc(400), malloc(400)
     back = np.zeros(100, np.float32)
+    host_copy = np.zeros(100, np.float32)
+    dev_a, dev_b = malloc(400), malloc(400)
+    s, b, h = vp(src.ctypes.data), vp(back.ctypes.data), vp(host_copy.ctypes.data)
     try:
-        assert lib.aclrtMemcpy(vp(dev_a), 400, vp(src.ctypes.data), 400, kind) == ACL_SUCCESS
-        assert lib.aclrtMemcpy(vp(dev_b), 400, vp(dev_a), 400, kind) == ACL_SUCCESS
-        assert lib.aclrtMemcpy(vp(back.ctypes.data), 400, vp(dev_b), 400, kind) == ACL_SUCCESS
-        np.testing.assert_array_equal(back, src)
-        assert lib.aclrtMemcpy(vp(dev_a + 396), 4, vp(src.ctypes.data), 4, kind) == ACL_SUCCESS  # last element
+        for h2d, d2d, d2h, h2h in ((H2D, D2D, D2H, H2H), (DEFAULT, DEFAULT, DEFAULT, DEFAULT)):
+            back[:] = 0
+            host_copy[:] = 0
+            assert lib.aclrtMemcpy(vp(dev_a), 400, s, 400, h2d) == ACL_SUCCESS
+            assert lib.aclrtMemcpy(vp(dev_b), 400, vp(dev_a), 400, d2d) == ACL_SUCCESS
+            assert lib.aclrtMemcpy(b, 400, vp(dev_b), 400, d2h) == ACL_SUCCESS
+            np.testing.assert_array_equal(back, src)
+            assert lib.aclrtMemcpy(h, 400, s, 400, h2h) == ACL_SUCCESS
+            np.testing.assert_array_equal(host_copy, src)
+            assert lib.aclrtMemcpy(vp(dev_a + 396), 4, s, 4, h2d) == ACL_SUCCESS  # last element
     finally:
         lib.aclrtFree(vp(dev_a))
         lib.aclrtFree(vp(dev_b))
+
+
+def test_memcpy_device_pointer_must_be_inside_an_allocation():
+    """Hostile-testing defect: aclrtMemcpy((char*)p + 64, 1, src, 1, HOST_TO_DEVICE) on a 64-byte
+    allocation returned 0 and wrote one byte past it (ASan heap-buffer-overflow). A device-side
+    pointer must lie inside a live allocation, the whole range with it."""
+    dev = malloc(64)
+    src = np.full(8, 0xAB, np.uint8)
+    dst = np.zeros(8, np.uint8)
+    try:
+        assert lib.aclrtMemcpy(vp(dev + 64), 1, vp(src.ctypes.data), 1, H2D) == ACL_ERROR_INVALID_PARAM
+        assert "dst" in (msg := last_error()) and "not inside any live aclrtMalloc allocation" in msg, msg
+        assert lib.aclrtMemcpy(vp(dst.ctypes.data), 1, vp(dev + 64), 1, D2H) == ACL_ERROR_INVALID_PARAM
+        assert "src" in last_error()
+        assert lib.aclrtMemcpy(vp(dev + 64), 1, vp(dev), 1, D2D) == ACL_ERROR_INVALID_PARAM
+        assert lib.aclrtMemset(vp(dev + 64), 1, 0, 1) == ACL_ERROR_INVALID_PARAM
+        assert "aclrtMemset: devPtr" in last_error()
+        # host memory is never a device pointer
+        assert lib.aclrtMemcpy(vp(dst.ctypes.data), 8, vp(src.ctypes.data), 8, H2D) == ACL_ERROR_INVALID_PARAM
+        assert (dst == 0).all()
+        # a freed allocation is no longer device memory
+        q = malloc(16)
+        assert lib.aclrtFree(vp(q)) == ACL_SUCCESS
+        assert lib.aclrtMemcpy(vp(q), 1, vp(src.ctypes.data), 1, H2D) == ACL_ERROR_INVALID_PARAM
+        # the last byte inside is fine
+        assert lib.aclrtMemcpy(vp(dev + 63), 1, vp(src.ctypes.data), 1, H2D) == ACL_SUCCESS
+        assert ctypes.c_uint8.from_address(dev + 63).value == 0xAB
+    finally:
+        lib.aclrtFree(vp(dev))
 
 
 def test_memcpy_refuses_overruns():
@@ -212,6 +248,52 @@ def test_create_tensor_bad_arguments():
     assert last_error() == "aclCreateTensor: offset must be >= 0, got -1"
     assert _create([2, 3], [3, 1], dims_num=100) is None
     assert last_error() == "aclCreateTensor: viewDimsNum 100 is not a plausible rank"
+
+
+@pytest.mark.parametrize("code", [-1, 5, 13, 14, 15, 18, 26, 28, 99, 1 << 20])
+def test_create_tensor_unknown_dtype_is_null(code):
+    """Hostile-testing defect: aclCreateTensor with data type 99 returned a tensor; the header promises NULL."""
+    buf = np.zeros(4, np.float32)
+    dims = (ctypes.c_int64 * 1)(4)
+    strides = (ctypes.c_int64 * 1)(1)
+    t = lib.aclCreateTensor(dims, 1, code, strides, 0, 2, dims, 1, vp(buf.ctypes.data))
+    assert t is None
+    assert last_error() == f"aclCreateTensor: dataType {code} is not a data type tilegrad knows"
+
+
+@pytest.mark.parametrize("code, name", [(16, "complex64"), (17, "complex128")])
+def test_complex_inputs_are_named_in_messages(code, name):
+    """Hostile-testing defect: COMPLEX64/COMPLEX128 inputs were reported as dtype "undefined"."""
+    a = np.zeros(8, np.float32)
+    storage = np.zeros(8, np.complex128)  # big enough for either complex type
+    with AclTensors() as t:
+        x = create_tensor(storage, dtype_code=code)
+        try:
+            status, msg = run_op(OP, [t.new(a), x, t.new(a.copy())])
+        finally:
+            lib.aclDestroyTensor(vp(x))
+    assert status == ACLNN_ERR_PARAM_INVALID
+    assert name in msg and "undefined" not in msg, msg
+
+
+def test_destroy_null_executor_is_161001():
+    """Hostile-testing defect: aclDestroyAclOpExecutor(nullptr) returned 161002 instead of 161001."""
+    assert lib.aclDestroyAclOpExecutor(None) == ACLNN_ERR_PARAM_NULLPTR
+    assert last_error() == "aclDestroyAclOpExecutor: executor is null"
+    assert lib.aclDestroyAclOpExecutor(vp(0x12345)) == ACLNN_ERR_PARAM_INVALID
+
+
+def test_recent_error_message_is_cleared_when_read():
+    """Hostile-testing defect: aclGetRecentErrMsg kept reporting an old error after later successful
+    calls. As the vendor's, reading returns the thread's latest message and clears it."""
+    assert lib.aclrtSetDevice(5) == ACL_ERROR_RT_INVALID_DEVICEID
+    assert lib.aclrtSetDevice(0) == ACL_SUCCESS
+    assert last_error() == "aclrtSetDevice: deviceId must be 0 (the CPU), got 5"
+    assert last_error() == ""
+    a = np.ones(8, np.float32)
+    with AclTensors() as t:
+        assert run_op(OP, [t.new(a), t.new(a.copy()), t.new(a.copy())]) == (ACLNN_SUCCESS, "")
+    assert last_error() == ""
 
 
 def test_create_tensor_getters():
@@ -330,3 +412,154 @@ def test_create_tensor_helper_roundtrip():
     off = ctypes.c_int64()
     assert lib.aclGetViewOffset(vp(t), ctypes.byref(off)) == ACLNN_SUCCESS and off.value == 9
     lib.aclDestroyTensor(vp(t))
+
+
+# ---- the wider runtime: contexts, events, async copies, memory info, argument objects ----------------
+
+pp = ctypes.POINTER(vp)
+for _name, _args in {
+    "aclrtCreateContext": [pp, ctypes.c_int32], "aclrtDestroyContext": [vp], "aclrtSetCurrentContext": [vp],
+    "aclrtGetCurrentContext": [pp], "aclrtCreateEvent": [pp], "aclrtCreateEventWithFlag": [pp, ctypes.c_uint32],
+    "aclrtDestroyEvent": [vp], "aclrtRecordEvent": [vp, vp], "aclrtResetEvent": [vp, vp],
+    "aclrtSynchronizeEvent": [vp], "aclrtQueryEventStatus": [vp, ctypes.POINTER(ctypes.c_int)],
+    "aclrtEventElapsedTime": [ctypes.POINTER(ctypes.c_float), vp, vp], "aclrtStreamWaitEvent": [vp, vp],
+    "aclrtMemcpyAsync": [vp, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_int, vp],
+    "aclrtMemsetAsync": [vp, ctypes.c_size_t, ctypes.c_int32, ctypes.c_size_t, vp],
+    "aclrtGetMemInfo": [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
+    "aclrtGetRunMode": [ctypes.POINTER(ctypes.c_int)], "aclrtSynchronizeDevice": [],
+    "aclCreateIntArray": [ctypes.POINTER(ctypes.c_int64), ctypes.c_uint64],
+    "aclCreateFloatArray": [ctypes.POINTER(ctypes.c_float), ctypes.c_uint64],
+    "aclCreateBoolArray": [ctypes.POINTER(ctypes.c_bool), ctypes.c_uint64],
+    "aclCreateScalar": [vp, ctypes.c_int], "aclCreateTensorList": [pp, ctypes.c_uint64],
+    "aclGetIntArraySize": [vp, ctypes.POINTER(ctypes.c_uint64)],
+    "aclGetTensorListSize": [vp, ctypes.POINTER(ctypes.c_uint64)],
+    "aclDestroyIntArray": [vp], "aclDestroyFloatArray": [vp], "aclDestroyBoolArray": [vp],
+    "aclDestroyScalar": [vp], "aclDestroyTensorList": [vp],
+    "aclFloatToFloat16": [ctypes.c_float], "aclFloat16ToFloat": [ctypes.c_uint16], "aclDataTypeSize": [ctypes.c_int],
+}.items():
+    getattr(lib, _name).argtypes = _args
+for _name in ("aclCreateIntArray", "aclCreateFloatArray", "aclCreateBoolArray", "aclCreateScalar",
+              "aclCreateTensorList"):
+    getattr(lib, _name).restype = vp
+lib.aclrtGetSocName.restype = ctypes.c_char_p
+lib.aclFloatToFloat16.restype = ctypes.c_uint16
+lib.aclFloat16ToFloat.restype = ctypes.c_float
+lib.aclDataTypeSize.restype = ctypes.c_size_t
+
+
+def test_contexts():
+    default = vp()
+    assert lib.aclrtGetCurrentContext(ctypes.byref(default)) == ACL_SUCCESS and default.value
+    ctx = vp()
+    assert lib.aclrtCreateContext(ctypes.byref(ctx), 1) == ACL_ERROR_RT_INVALID_DEVICEID
+    assert lib.aclrtCreateContext(ctypes.byref(ctx), 0) == ACL_SUCCESS
+    cur = vp()
+    assert lib.aclrtGetCurrentContext(ctypes.byref(cur)) == ACL_SUCCESS and cur.value == ctx.value  # now current
+    assert lib.aclrtSetCurrentContext(default) == ACL_SUCCESS
+    assert lib.aclrtSetCurrentContext(ctx) == ACL_SUCCESS
+    assert lib.aclrtDestroyContext(ctx) == ACL_SUCCESS
+    assert lib.aclrtGetCurrentContext(ctypes.byref(cur)) == ACL_SUCCESS and cur.value == default.value
+    assert lib.aclrtDestroyContext(ctx) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtSetCurrentContext(ctx) == ACL_ERROR_INVALID_PARAM
+    assert "is not a live context" in last_error()
+    assert lib.aclrtGetCurrentContext(None) == ACL_ERROR_INVALID_PARAM
+
+
+def test_events():
+    start, end = vp(), vp()
+    assert lib.aclrtCreateEvent(ctypes.byref(start)) == ACL_SUCCESS
+    assert lib.aclrtCreateEventWithFlag(ctypes.byref(end), 8) == ACL_SUCCESS
+    status, ms = ctypes.c_int(-1), ctypes.c_float(-1)
+    assert lib.aclrtQueryEventStatus(end, ctypes.byref(status)) == ACL_SUCCESS and status.value == 0  # not recorded
+    assert lib.aclrtEventElapsedTime(ctypes.byref(ms), start, end) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtRecordEvent(start, None) == ACL_SUCCESS
+    assert lib.aclrtRecordEvent(end, None) == ACL_SUCCESS
+    assert lib.aclrtSynchronizeEvent(end) == ACL_SUCCESS
+    assert lib.aclrtStreamWaitEvent(None, end) == ACL_SUCCESS
+    assert lib.aclrtQueryEventStatus(end, ctypes.byref(status)) == ACL_SUCCESS and status.value == 1
+    assert lib.aclrtEventElapsedTime(ctypes.byref(ms), start, end) == ACL_SUCCESS and 0 <= ms.value < 60_000
+    assert lib.aclrtResetEvent(end, None) == ACL_SUCCESS
+    assert lib.aclrtQueryEventStatus(end, ctypes.byref(status)) == ACL_SUCCESS and status.value == 0
+    assert lib.aclrtDestroyEvent(start) == ACL_SUCCESS and lib.aclrtDestroyEvent(end) == ACL_SUCCESS
+    assert lib.aclrtDestroyEvent(end) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtRecordEvent(vp(0x4321), None) == ACL_ERROR_INVALID_PARAM
+    assert "is not a live event" in last_error()
+
+
+def test_async_copies_are_done_on_return_and_check_the_stream():
+    stream = vp()
+    assert lib.aclrtCreateStream(ctypes.byref(stream)) == ACL_SUCCESS
+    dev = malloc(64)
+    src = np.arange(16, dtype=np.float32)
+    back = np.zeros(16, np.float32)
+    try:
+        assert lib.aclrtMemsetAsync(vp(dev), 64, 0x7F, 64, stream) == ACL_SUCCESS
+        assert ctypes.c_uint8.from_address(dev + 63).value == 0x7F
+        assert lib.aclrtMemcpyAsync(vp(dev), 64, vp(src.ctypes.data), 64, H2D, stream) == ACL_SUCCESS
+        assert lib.aclrtMemcpyAsync(vp(back.ctypes.data), 64, vp(dev), 64, D2H, None) == ACL_SUCCESS
+        np.testing.assert_array_equal(back, src)
+        assert lib.aclrtMemcpyAsync(vp(dev + 64), 1, vp(src.ctypes.data), 1, H2D, stream) == ACL_ERROR_INVALID_PARAM
+        assert lib.aclrtMemsetAsync(vp(dev), 64, 0, 65, stream) == ACL_ERROR_INVALID_PARAM
+        assert lib.aclrtDestroyStream(stream) == ACL_SUCCESS
+        assert lib.aclrtMemcpyAsync(vp(dev), 64, vp(src.ctypes.data), 64, H2D, stream) == ACL_ERROR_RT_PARAM_INVALID
+        assert "is not a live stream" in last_error()
+        assert lib.aclrtSynchronizeStream(stream) == ACL_ERROR_RT_PARAM_INVALID
+        assert lib.aclrtSynchronizeDevice() == ACL_SUCCESS
+    finally:
+        lib.aclrtFree(vp(dev))
+
+
+def test_memory_info_run_mode_soc():
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    for attr in range(10):
+        assert lib.aclrtGetMemInfo(attr, ctypes.byref(free), ctypes.byref(total)) == ACL_SUCCESS
+        assert 0 < free.value <= total.value
+    assert lib.aclrtGetMemInfo(10, ctypes.byref(free), ctypes.byref(total)) == ACL_ERROR_INVALID_PARAM
+    assert lib.aclrtGetMemInfo(0, None, ctypes.byref(total)) == ACL_ERROR_INVALID_PARAM
+    mode = ctypes.c_int(-1)
+    assert lib.aclrtGetRunMode(ctypes.byref(mode)) == ACL_SUCCESS and mode.value == 1  # ACL_HOST
+    assert lib.aclrtGetSocName() == b"tilegrad-cpu"
+
+
+def test_float16_conversions_and_type_sizes():
+    values = np.array([0.0, -0.0, 1.0, 0.1, 65504.0, 65520.0, 1e-8, 2.0 ** -24, 3 * 2.0 ** -26, -7.25, np.inf],
+                      np.float32)
+    with np.errstate(over="ignore"):  # 65520 -> inf is the point
+        want = np.array(values).astype(np.float16).view(np.uint16)
+    for v, w in zip(values, want):
+        assert lib.aclFloatToFloat16(float(v)) == int(w), v
+    for bits in (0x0001, 0x03FF, 0x3C00, 0x7BFF, 0xFC00, 0x8000):
+        assert lib.aclFloat16ToFloat(bits) == float(np.array(bits, np.uint16).view(np.float16)), bits
+    assert np.isnan(lib.aclFloat16ToFloat(0x7E00))
+    sizes = {0: 4, 1: 2, 2: 1, 3: 4, 4: 1, 6: 2, 7: 2, 8: 4, 9: 8, 10: 8, 11: 8, 12: 1, 16: 8, 17: 16, 27: 2}
+    for code, size in sizes.items():
+        assert lib.aclDataTypeSize(code) == size, code
+    assert lib.aclDataTypeSize(99) == 0 and lib.aclDataTypeSize(-1) == 0
+
+
+def test_argument_objects():
+    n = ctypes.c_uint64()
+    ints = (ctypes.c_int64 * 3)(4, -5, 6)
+    a = lib.aclCreateIntArray(ints, 3)
+    assert a and lib.aclGetIntArraySize(vp(a), ctypes.byref(n)) == ACLNN_SUCCESS and n.value == 3
+    assert lib.aclDestroyIntArray(vp(a)) == ACLNN_SUCCESS
+    assert lib.aclCreateIntArray(None, 2) is None
+    assert last_error() == "aclCreateIntArray: value is null but size is 2"
+    empty = lib.aclCreateIntArray(None, 0)
+    assert empty and lib.aclDestroyIntArray(vp(empty)) == ACLNN_SUCCESS
+    f = lib.aclCreateFloatArray((ctypes.c_float * 2)(1.5, 2.5), 2)
+    b = lib.aclCreateBoolArray((ctypes.c_bool * 1)(True), 1)
+    assert f and b
+    assert lib.aclDestroyFloatArray(vp(f)) == ACLNN_SUCCESS and lib.aclDestroyBoolArray(vp(b)) == ACLNN_SUCCESS
+    value = ctypes.c_double(2.5)
+    s = lib.aclCreateScalar(ctypes.byref(value), 11)
+    assert s and lib.aclDestroyScalar(vp(s)) == ACLNN_SUCCESS
+    assert lib.aclCreateScalar(ctypes.byref(value), 99) is None
+    assert last_error() == "aclCreateScalar: dataType 99 is not a data type tilegrad knows"
+    assert lib.aclCreateScalar(None, 0) is None
+    t1 = create_tensor(np.zeros(4, np.float32))
+    t2 = create_tensor(np.zeros(3, np.int64))
+    tl = lib.aclCreateTensorList((vp * 2)(t1, t2), 2)
+    assert tl and lib.aclGetTensorListSize(vp(tl), ctypes.byref(n)) == ACLNN_SUCCESS and n.value == 2
+    assert lib.aclDestroyTensorList(vp(tl)) == ACLNN_SUCCESS  # destroys t1 and t2 (ASan would see a double free)
+    assert lib.aclGetIntArraySize(None, ctypes.byref(n)) == ACLNN_ERR_PARAM_NULLPTR

@@ -10,6 +10,7 @@
 #include "acl/acl.h"
 #include "core/acl_tensor.h"
 #include "core/error.h"
+#include "core/executor.h"
 
 namespace tilegrad::core {
 
@@ -54,6 +55,7 @@ void require_not_null(const char* op, const char* arg, const void* t) {
 
 TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
   require_not_null(op, arg, t);
+  t = executor_tensor(arg, t);  // a rebindable executor's own copy of t while it rebuilds
   check(!is_private_format(t->format), op, ": ", arg, " format ", static_cast<int>(t->format),
         " is a private packed format; only plain formats (ND, NCHW, NHWC, NCDHW, ...) are supported");
   const DType dtype = static_cast<DType>(t->dtype);
@@ -85,8 +87,12 @@ TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
     check(lo >= 0 && hi < storage, op, ": ", arg, " view (shape ", shape_str(v.shape), ", strides ",
           shape_str(v.strides), ", offset ", t->offset, ") reaches elements [", lo, ", ", hi,
           "] outside its storage of ", storage, " elements (storage shape ", shape_str(t->storage_dims), ")");
-    require_not_null(op, (std::string(arg) + " data").c_str(), t->data);
-    v.data = static_cast<char*>(t->data) + t->offset * es;
+    void* data = t->data ? t->data : executor_placeholder_data(t);
+    if (!data && executor_rebuilding())
+      fail(Status::kParamNullptr, op, ": ", arg, " data is null (give it an address with aclSetInputTensorAddr / "
+           "aclSetOutputTensorAddr before launching)");
+    require_not_null(op, (std::string(arg) + " data").c_str(), data);
+    v.data = static_cast<char*>(data) + t->offset * es;
   }
   return v;
 }
@@ -140,8 +146,20 @@ aclError aclrtDestroyStream(aclrtStream stream) {
     return rt_fail("aclrtDestroyStream: not a live stream", ACL_ERROR_RT_PARAM_INVALID);
   return ACL_SUCCESS;
 }
+// NULL is the default stream; anything else must be a live stream from aclrtCreateStream.
+static aclError check_stream(const char* fn, aclrtStream stream) {
+  if (!stream) return ACL_SUCCESS;
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  if (!g_streams.count(reinterpret_cast<uintptr_t>(stream)))
+    return rt_fail(concat(fn, ": stream ", stream, " is not a live stream"), ACL_ERROR_RT_PARAM_INVALID);
+  return ACL_SUCCESS;
+}
+
 // Launches run synchronously, so there is never anything to wait for.
-aclError aclrtSynchronizeStream(aclrtStream) { return ACL_SUCCESS; }
+aclError aclrtSynchronizeStream(aclrtStream stream) { return check_stream("aclrtSynchronizeStream", stream); }
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t) {
+  return check_stream("aclrtSynchronizeStreamWithTimeout", stream);
+}
 aclError aclrtSynchronizeDevice(void) { return ACL_SUCCESS; }
 
 aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy) {
@@ -169,10 +187,18 @@ aclError aclrtFree(void* devPtr) {
 }
 aclError aclrtFreeHost(void* hostPtr) { return aclrtFree(hostPtr); }
 
-static aclError check_range(const char* fn, const char* what, const void* p, size_t count) {
+// The device-side pointer p of a copy or memset must lie inside a live allocation and the whole
+// [p, p + count) inside that same allocation. A host-side pointer is the caller's memory; only if it
+// happens to lie inside an allocation is its range checked too.
+enum class Side { kHost, kDevice };
+
+static aclError check_range(const char* fn, const char* what, const void* p, size_t count, Side side) {
   std::lock_guard<std::mutex> lock(g_mem_mutex);
   const auto [start, size] = allocation_containing(p);
-  if (size == 0) return ACL_SUCCESS;  // host memory we did not allocate: the caller vouches for it
+  if (size == 0) {
+    if (side == Side::kHost) return ACL_SUCCESS;
+    return rt_fail(concat(fn, ": ", what, " ", p, " is not inside any live aclrtMalloc allocation"));
+  }
   const size_t offset = reinterpret_cast<uintptr_t>(p) - start;
   if (count > size - offset)
     return rt_fail(concat(fn, ": ", what, " range of ", count, " bytes at offset ", offset,
@@ -182,11 +208,13 @@ static aclError check_range(const char* fn, const char* what, const void* p, siz
 
 aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
   if (!dst || !src) return rt_fail("aclrtMemcpy: dst and src must not be null");
-  if (static_cast<int>(kind) < 0 || static_cast<int>(kind) > ACL_MEMCPY_DEFAULT)
-    return rt_fail(concat("aclrtMemcpy: unknown kind ", static_cast<int>(kind)));
+  const int k = static_cast<int>(kind);
+  if (k < 0 || k > ACL_MEMCPY_DEFAULT) return rt_fail(concat("aclrtMemcpy: unknown kind ", k));
   if (count > destMax) return rt_fail(concat("aclrtMemcpy: count ", count, " > destMax ", destMax));
-  if (aclError e = check_range("aclrtMemcpy", "dst", dst, count)) return e;
-  if (aclError e = check_range("aclrtMemcpy", "src", src, count)) return e;
+  const Side dst_side = (k == ACL_MEMCPY_HOST_TO_DEVICE || k == ACL_MEMCPY_DEVICE_TO_DEVICE) ? Side::kDevice : Side::kHost;
+  const Side src_side = (k == ACL_MEMCPY_DEVICE_TO_HOST || k == ACL_MEMCPY_DEVICE_TO_DEVICE) ? Side::kDevice : Side::kHost;
+  if (aclError e = check_range("aclrtMemcpy", "dst", dst, count, dst_side)) return e;
+  if (aclError e = check_range("aclrtMemcpy", "src", src, count, src_side)) return e;
   if (count) std::memmove(dst, src, count);
   return ACL_SUCCESS;
 }
@@ -194,9 +222,20 @@ aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, a
 aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
   if (!devPtr) return rt_fail("aclrtMemset: devPtr is null");
   if (count > maxCount) return rt_fail(concat("aclrtMemset: count ", count, " > maxCount ", maxCount));
-  if (aclError e = check_range("aclrtMemset", "devPtr", devPtr, count)) return e;
+  if (aclError e = check_range("aclrtMemset", "devPtr", devPtr, count, Side::kDevice)) return e;
   std::memset(devPtr, value, count);
   return ACL_SUCCESS;
+}
+
+// Streams are synchronous: the async forms complete before returning.
+aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
+                          aclrtStream stream) {
+  if (aclError e = check_stream("aclrtMemcpyAsync", stream)) return e;
+  return aclrtMemcpy(dst, destMax, src, count, kind);
+}
+aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+  if (aclError e = check_stream("aclrtMemsetAsync", stream)) return e;
+  return aclrtMemset(devPtr, maxCount, value, count);
 }
 
 aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t* value) {
@@ -221,6 +260,8 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   if (viewDimsNum && !stride) return bad("stride is null but viewDimsNum is " + std::to_string(viewDimsNum));
   if (storageDimsNum && !storageDims) return bad("storageDims is null but storageDimsNum is " + std::to_string(storageDimsNum));
   if (offset < 0) return bad(concat("offset must be >= 0, got ", offset));
+  if (tilegrad::dtype_size(static_cast<tilegrad::DType>(dataType)) == 0)
+    return bad(concat("dataType ", static_cast<int>(dataType), " is not a data type tilegrad knows"));
   auto* t = new (std::nothrow) aclTensor;
   if (!t) return bad("out of memory");
   t->view_dims.assign(viewDims, viewDims + viewDimsNum);

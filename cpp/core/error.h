@@ -36,6 +36,8 @@ void check(bool ok, const Parts&... parts) {
 // The calling thread's most recent C ABI error ("" if none).
 void set_last_error(const std::string& message);
 const char* last_error();
+// Returns the message and clears it (aclGetRecentErrMsg); valid until the thread's next call.
+const char* take_last_error();
 
 // Runs fn, converting any exception into a status code + last error message (for the C ABI).
 template <class Fn>

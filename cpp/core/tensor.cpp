@@ -14,7 +14,8 @@ int64_t dtype_size(DType d) {
     case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
     case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16: return 2;
     case DType::kInt8: case DType::kUInt8: case DType::kBool: return 1;
-    case DType::kInt64: case DType::kUInt64: case DType::kFloat64: return 8;
+    case DType::kInt64: case DType::kUInt64: case DType::kFloat64: case DType::kComplex64: return 8;
+    case DType::kComplex128: return 16;
     default: return 0;
   }
 }
@@ -34,6 +35,8 @@ const char* dtype_name(DType d) {
     case DType::kUInt32: return "uint32";
     case DType::kUInt64: return "uint64";
     case DType::kBool: return "bool";
+    case DType::kComplex64: return "complex64";
+    case DType::kComplex128: return "complex128";
     default: return "undefined";
   }
 }

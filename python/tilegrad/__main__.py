@@ -1,4 +1,4 @@
-"""python -m tilegrad [--cmake-dir | --include | --library]: build and machine information."""
+"""python -m tilegrad [--cmake-dir | --include | --library | --ascend-home]: build and machine information."""
 
 import argparse
 import sys
@@ -12,6 +12,9 @@ def main(argv=None) -> int:
     group.add_argument("--cmake-dir", action="store_true", help="print the folder holding tilegradConfig.cmake")
     group.add_argument("--include", action="store_true", help="print the C/C++ include folder")
     group.add_argument("--library", action="store_true", help="print the path of libtilegrad.so")
+    group.add_argument("--ascend-home", action="store_true",
+                       help="print a CANN-toolkit-shaped folder for ASCEND_HOME_PATH / DDK_PATH (its libascendcl.so, "
+                            "libopapi.so, ... resolve to libtilegrad.so; bin/setenv.bash sets up a shell)")
     args = parser.parse_args(argv)
     if args.cmake_dir:
         print(_paths.get_cmake_dir())
@@ -19,6 +22,8 @@ def main(argv=None) -> int:
         print(_paths.get_include())
     elif args.library:
         print(_paths.get_library())
+    elif args.ascend_home:
+        print(_paths.get_ascend_home())
     else:
         platform = _core.platform()
         print(f"tilegrad {__version__}")
@@ -29,6 +34,7 @@ def main(argv=None) -> int:
               f"L3 {platform['l3_bytes'] >> 20} MiB (as used for tiling)")
         print(f"build:        {_core.build_info()}")
         print(f"cmake dir:    {_paths.get_cmake_dir()}")
+        print("ascend home:  python -m tilegrad --ascend-home (CANN-toolkit-shaped prefix)")
     return 0
 
 

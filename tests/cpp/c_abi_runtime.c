@@ -128,10 +128,32 @@ static void test_create_tensor(void) {
   aclDestroyTensor(t);
 }
 
+/* Hostile-testing defects, here so AddressSanitizer watches them: one byte just past a 64-byte
+ * allocation must be refused (it was written: heap-buffer-overflow), in every direction. */
+static void test_device_pointers_past_the_end(void) {
+  void* dev = NULL;
+  unsigned char byte = 0xAB, out = 0;
+  EXPECT(aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS);
+  EXPECT_ERR(aclrtMemcpy((char*)dev + 64, 1, &byte, 1, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_INVALID_PARAM,
+             "not inside any live aclrtMalloc allocation");
+  EXPECT_ERR(aclrtMemcpy(&out, 1, (char*)dev + 64, 1, ACL_MEMCPY_DEVICE_TO_HOST), ACL_ERROR_INVALID_PARAM,
+             "src");
+  EXPECT_ERR(aclrtMemcpy((char*)dev + 64, 1, dev, 1, ACL_MEMCPY_DEVICE_TO_DEVICE), ACL_ERROR_INVALID_PARAM, "dst");
+  EXPECT_ERR(aclrtMemset((char*)dev + 64, 1, 0, 1), ACL_ERROR_INVALID_PARAM, "aclrtMemset: devPtr");
+  EXPECT_ERR(aclrtMemcpyAsync((char*)dev + 64, 1, &byte, 1, ACL_MEMCPY_HOST_TO_DEVICE, NULL),
+             ACL_ERROR_INVALID_PARAM, "not inside");
+  EXPECT(aclrtMemcpy((char*)dev + 63, 1, &byte, 1, ACL_MEMCPY_HOST_TO_DEVICE) == ACL_SUCCESS);
+  EXPECT(aclrtMemcpy(&out, 1, (char*)dev + 63, 1, ACL_MEMCPY_DEVICE_TO_HOST) == ACL_SUCCESS && out == 0xAB);
+  EXPECT(aclrtFree(dev) == ACL_SUCCESS);
+  EXPECT_ERR(aclDestroyAclOpExecutor(NULL), ACLNN_ERR_PARAM_NULLPTR, "executor is null");
+  EXPECT(strlen(aclGetRecentErrMsg()) == 0); /* read once: cleared */
+}
+
 int main(void) {
   EXPECT(aclInit(NULL) == ACL_SUCCESS);
   test_device_and_streams();
   test_memory();
+  test_device_pointers_past_the_end();
   test_create_tensor();
   EXPECT(aclFinalize() == ACL_SUCCESS);
   return expect_report("c_abi_runtime");

@@ -32,6 +32,16 @@ CASES = [
 TOLERANCES = {torch.float32: 2e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 4e-3}
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models: one thread (results do not depend on the count, and on a loaded 2-core machine two
+    spinning OpenMP threads make these steps ~50x slower)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def make_problem(dtype, seed=0):
     """hidden (3, 13, H), full weight (V, H) rounded to dtype; targets with ignored entries."""
     g = torch.Generator().manual_seed(seed)
@@ -164,6 +174,23 @@ def test_reduction_none_keeps_target_shape_and_zero_for_ignored():
     assert not loss[target == -100].any()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_strided_inputs_are_taken_as_they_are(dtype):
+    """A transposed weight and a permuted hidden go to the operators as views and give torch's result."""
+    hidden, weight, target = make_problem(dtype)
+    hidden_t = hidden.permute(2, 0, 1).contiguous().permute(1, 2, 0).requires_grad_()  # same values, odd strides
+    weight_t = weight.T.contiguous().T.requires_grad_()
+    assert not hidden_t.is_contiguous() and not weight_t.is_contiguous()
+    loss = vocab_parallel_cross_entropy(hidden_t, weight_t, target, vocab_start_index=0, label_smoothing=0.1)
+    loss.backward()
+    h64, w64 = hidden.double().requires_grad_(), weight.double().requires_grad_()
+    want = F.cross_entropy((h64 @ w64.T).reshape(-1, V), target.reshape(-1), label_smoothing=0.1)
+    want.backward()
+    assert_close("strided", "loss", loss.detach(), want.detach(), dtype)
+    assert_close("strided", "grad_hidden", hidden_t.grad, h64.grad, dtype)
+    assert_close("strided", "grad_weight", weight_t.grad, w64.grad, dtype)
+
+
 def test_all_rows_ignored_mean_is_nan_with_zero_gradients():
     hidden, weight, target = make_problem(torch.float32)
     hidden.requires_grad_()
@@ -214,3 +241,17 @@ def test_torchrun_example_trains_like_single_process_torch():
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout.splitlines()[-1], r.stdout
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_empty_batch_matches_torch(reduction):
+    hidden = torch.zeros(0, H, requires_grad=True)
+    weight = torch.randn(V, H, requires_grad=True)
+    target = torch.zeros(0, dtype=torch.int64)
+    loss = vocab_parallel_cross_entropy(hidden, weight, target, vocab_start_index=0, reduction=reduction,
+                                        label_smoothing=0.1)
+    want = F.cross_entropy(hidden.detach() @ weight.detach().T, target, reduction=reduction, label_smoothing=0.1)
+    assert loss.shape == want.shape and torch.equal(torch.isnan(loss), torch.isnan(want))
+    assert torch.equal(torch.nan_to_num(loss.detach()), torch.nan_to_num(want))
+    loss.sum().backward()
+    assert weight.grad is not None and not weight.grad.any()

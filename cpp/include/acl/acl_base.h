@@ -17,6 +17,10 @@ extern "C" {
 
 typedef int aclError;
 typedef void* aclrtStream;
+typedef void* aclrtContext;
+typedef void* aclrtEvent;
+/* IEEE 754 binary16 bits (the vendor's half type in host code); see aclFloatToFloat16. */
+typedef uint16_t aclFloat16;
 
 static const int ACL_SUCCESS = 0;
 static const int ACL_ERROR_NONE = 0;
@@ -24,8 +28,11 @@ static const int ACL_ERROR_INVALID_PARAM = 100000;
 static const int ACL_ERROR_UNINITIALIZE = 100001;
 static const int ACL_ERROR_REPEAT_INITIALIZE = 100002;
 static const int ACL_ERROR_BAD_ALLOC = 200000;
+static const int ACL_ERROR_API_NOT_SUPPORT = 200001;
+static const int ACL_ERROR_INVALID_DEVICE = 200002;
 static const int ACL_ERROR_RT_PARAM_INVALID = 107000;
 static const int ACL_ERROR_RT_INVALID_DEVICEID = 107001;
+static const int ACL_ERROR_RT_CONTEXT_NULL = 107002;
 
 typedef enum {
   ACL_DT_UNDEFINED = -1,
@@ -65,8 +72,15 @@ typedef enum {
   ACL_FORMAT_NCL = 47
 } aclFormat;
 
-/* The most recent error message of the calling thread ("" when there is none). */
+/* The most recent error message of the calling thread, then cleared (as the vendor's): a second
+ * call without a new error in between returns "". The text stays valid until the thread's next call. */
 ACL_FUNC_VISIBILITY const char* aclGetRecentErrMsg(void);
+
+/* float <-> IEEE half, round-to-nearest-even; NaN stays NaN, overflow becomes infinity. */
+ACL_FUNC_VISIBILITY aclFloat16 aclFloatToFloat16(float value);
+ACL_FUNC_VISIBILITY float aclFloat16ToFloat(aclFloat16 value);
+/* Bytes of one element of dataType (0 for an unknown type). */
+ACL_FUNC_VISIBILITY size_t aclDataTypeSize(aclDataType dataType);
 
 #ifdef __cplusplus
 }

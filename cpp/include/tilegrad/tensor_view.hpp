@@ -24,6 +24,8 @@ enum class DType : int32_t {
   kUInt64 = 10,
   kFloat64 = 11,
   kBool = 12,
+  kComplex64 = 16,   // accepted in tensors (named in messages); no operator computes on them
+  kComplex128 = 17,
   kBFloat16 = 27,
   kUndefined = -1,
 };

@@ -7,6 +7,7 @@
 
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "core/acl_tensor.h"
+#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -107,7 +108,9 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override {
-    return use_weight_vector_ && ce::weight_needs_copy(a_.weight) ? static_cast<uint64_t>(cols_) * 4 : 0;
+    return use_weight_vector_ && ce::weight_needs_copy(a_.weight)
+               ? static_cast<uint64_t>(core::checked_mul(kOp, "workspace weight copy", cols_, 4))
+               : 0;
   }
 
   void run(void* workspace) override {
@@ -203,10 +206,11 @@ namespace tilegrad {
 void cross_entropy_loss_grad(const TensorView& grad_loss, const TensorView& log_prob, const TensorView& target,
                              const TensorView& weight, const TensorView& grad_zloss, const TensorView& lse_for_zloss,
                              const CrossEntropyOptions& o, const TensorView& x_grad) {
+  ops::ce::require_plain_reduction(ops::kOp, o.reduction);
   ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad,
                   o.reduction.c_str(), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
   ops::CrossEntropyLossGradLaunch launch(a);
-  core::run_now(launch);
+  core::run_now_named(ops::kOp, launch);
 }
 
 }  // namespace tilegrad
@@ -218,7 +222,11 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* gradZlossOptional, const aclTensor* lseForZlossOptional, char* reductionOptional,
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, const aclTensor* out,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  // A copy the executor keeps (it may rebuild after the caller's string is gone); null stays null.
+  const std::string reduction = reductionOptional ? reductionOptional : "";
+  const bool has_reduction = reductionOptional != nullptr;
+  return core::create_rebindable_executor(ops::kOp, {{"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"}, {"xGradOut"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradLoss", gradLoss);
     core::require_not_null(ops::kOp, "logProb", logProb);
     core::require_not_null(ops::kOp, "target", target);
@@ -231,7 +239,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     a.grad_zloss = core::optional_view_of(ops::kOp, "gradZlossOptional", gradZlossOptional);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOptional", lseForZlossOptional);
     a.x_grad = core::view_of(ops::kOp, "xGradOut", out);
-    a.reduction = reductionOptional;
+    a.reduction = has_reduction ? reduction.c_str() : nullptr;
     a.ignore_index = ignoreIndex;
     a.label_smoothing = labelSmoothing;
     a.zscale = lseSquareScaleForZloss;

@@ -127,7 +127,8 @@ extern "C" aclnnStatus aclnnFusedCrossEntropyLossWithMaxSumGetWorkspaceSize(
   const char* op = ops::kOp;
   (void)inputOptional;  // accepted for the vendor signature; not used by the computation
   (void)weightOptional;
-  return core::create_executor(op, workspaceSize, executor, [&] {
+  return core::create_rebindable_executor(op, {{"logitsMax", "sumExpLogits", "predictedLogits", "inputOptional", "weightOptional", "vocabParallelLogitsOptional"}, {"lossOut", "softMaxOutOptional"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(op, "logitsMax", logitsMax);
     core::require_not_null(op, "sumExpLogits", sumExpLogits);
     core::require_not_null(op, "predictedLogits", predictedLogits);

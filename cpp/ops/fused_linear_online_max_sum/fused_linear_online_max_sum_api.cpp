@@ -139,7 +139,8 @@ extern "C" aclnnStatus aclnnFusedLinearOnlineMaxSumGetWorkspaceSize(
     aclTensor* predictedLogitsLocalOut, aclTensor* targetMaskOut, aclTensor* maskedTargetOut,
     aclTensor* vocabParallelLogitsOutOptional, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* op = ops::kOp;
-  return core::create_executor(op, workspaceSize, executor, [&] {
+  return core::create_rebindable_executor(op, {{"input", "weight", "target"}, {"logitsMaxLocalOut", "sumExpLogitsLocalOut", "predictedLogitsLocalOut", "targetMaskOut", "maskedTargetOut", "vocabParallelLogitsOutOptional"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(op, "input", input);
     core::require_not_null(op, "weight", weight);
     core::require_not_null(op, "target", target);

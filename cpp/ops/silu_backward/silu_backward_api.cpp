@@ -3,6 +3,7 @@
 
 #include "aclnnop/aclnn_silu_backward.h"
 #include "core/acl_tensor.h"
+#include "core/checked_size.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
@@ -91,7 +92,7 @@ OutputSpec silu_backward_output_spec(const TensorView& grad_output, const Tensor
 
 void silu_backward(const TensorView& grad_output, const TensorView& self, const TensorView& grad_input) {
   ops::SiluBackwardLaunch launch(grad_output, self, grad_input);
-  core::run_now(launch);
+  core::run_now_named(ops::kOp, launch);
 }
 
 }  // namespace tilegrad
@@ -101,7 +102,8 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnSiluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
                                                         aclTensor* gradInput, uint64_t* workspaceSize,
                                                         aclOpExecutor** executor) {
-  return core::create_executor(ops::kOp, workspaceSize, executor, [&] {
+  return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self"}, {"gradInput"}},
+                                         workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradOutput", gradOutput);
     core::require_not_null(ops::kOp, "self", self);
     core::require_not_null(ops::kOp, "gradInput", gradInput);

@@ -19,6 +19,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from . import nn
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
+from .patch import PatchSummary, disable, enable, patch, unpatch
 
 __all__ = [
     "binary_cross_entropy_with_logits",
@@ -29,16 +30,14 @@ __all__ = [
     "linear_cross_entropy",
     "nn",
     "patch",
+    "PatchSummary",
     "silu",
     "unpatch",
 ]
 
 
 def __getattr__(name):
-    """patch/unpatch/enable/disable and the distributed module load on first use."""
-    if name in ("patch", "unpatch", "enable", "disable", "PatchSummary"):
-        from . import patch as _patch_module
-        return getattr(_patch_module, name)
+    """The distributed module loads on first use (it imports torch.distributed)."""
     if name == "distributed":
         import importlib
         return importlib.import_module(".distributed", __name__)

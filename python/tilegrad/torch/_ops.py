@@ -23,7 +23,7 @@ from torch import Tensor
 
 from .. import _core
 from .. import _fused_linear_cross_entropy as _flce
-from ._tensor import as_numpy, from_numpy, optional_numpy
+from ._tensor import advise_huge_pages, as_numpy, from_numpy, new_output, optional_numpy
 from ._threads import sync_threads
 
 _LIB = torch.library.Library("tilegrad", "DEF")
@@ -63,9 +63,10 @@ def _reduced_shape(reduction: str, rows: int) -> List[int]:
     return [rows] if reduction == "none" else []
 
 
-def _empty() -> Tensor:
-    """Placeholder for an output that was not asked for (custom ops cannot return None)."""
-    return torch.empty(0)
+def _empty(like: Tensor) -> Tensor:
+    """Placeholder (0 elements, ``like``'s dtype) for an output that was not asked for: ops cannot
+    return None, and the fake kernels return the same."""
+    return like.new_empty([0])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -84,9 +85,10 @@ def _broadcast_shape(a: Tensor, b: Tensor) -> torch.Size:
 def _silu_backward_impl(grad_output: Tensor, input: Tensor) -> Tensor:
     sync_threads()
     if grad_output.shape == input.shape and grad_output.dtype == input.dtype:
-        out = torch.empty_like(input)  # ~3 us cheaper per call than torch.empty(shape, dtype=...)
+        # ~3 us cheaper per call than torch.empty(shape, dtype=...); contiguous, as the fake says.
+        out = advise_huge_pages(torch.empty_like(input, memory_format=torch.contiguous_format))
     else:
-        out = torch.empty(_broadcast_shape(grad_output, input), dtype=_silu_backward_dtype(grad_output, input))
+        out = new_output(_broadcast_shape(grad_output, input), _silu_backward_dtype(grad_output, input))
     _core.silu_backward(as_numpy(grad_output), as_numpy(input), as_numpy(out))
     return out
 
@@ -126,12 +128,12 @@ def _cross_entropy_loss_impl(input: Tensor, target: Tensor, weight: Optional[Ten
                              ignore_index: int, label_smoothing: float, z_loss_scale: float,
                              return_zloss: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     sync_threads()
-    log_prob = torch.empty(input.shape, dtype=input.dtype)
+    log_prob = new_output(input.shape, input.dtype)
     loss, _, zloss, lse = _core.cross_entropy_loss(as_numpy(input), as_numpy(target), optional_numpy(weight),
                                                    reduction, ignore_index, label_smoothing, z_loss_scale,
                                                    return_zloss, as_numpy(log_prob))
     if not return_zloss:
-        return from_numpy(loss), log_prob, _empty(), _empty()
+        return from_numpy(loss), log_prob, _empty(input), _empty(input)
     return from_numpy(loss), log_prob, from_numpy(zloss), from_numpy(lse)
 
 
@@ -139,7 +141,7 @@ def _cross_entropy_loss_fake(input, target, weight, reduction, ignore_index, lab
                              return_zloss):
     loss_shape = _reduced_shape(reduction, input.shape[0])
     loss = input.new_empty(loss_shape)
-    log_prob = torch.empty_like(input)
+    log_prob = input.new_empty(input.shape)  # contiguous, as the kernel's output
     if not return_zloss:
         return loss, log_prob, input.new_empty([0]), input.new_empty([0])
     return loss, log_prob, input.new_empty(loss_shape), input.new_empty([input.shape[0]])
@@ -175,7 +177,7 @@ def _cross_entropy_loss_grad_impl(grad_loss: Tensor, log_prob: Tensor, target: T
                                   grad_zloss: Optional[Tensor], lse_for_zloss: Optional[Tensor], reduction: str,
                                   ignore_index: int, label_smoothing: float, z_loss_scale: float) -> Tensor:
     sync_threads()
-    out = torch.empty(log_prob.shape, dtype=log_prob.dtype)
+    out = new_output(log_prob.shape, log_prob.dtype)
     _core.cross_entropy_loss_grad(as_numpy(grad_loss), as_numpy(log_prob), as_numpy(target), optional_numpy(weight),
                                   optional_numpy(grad_zloss), optional_numpy(lse_for_zloss), reduction, ignore_index,
                                   label_smoothing, z_loss_scale, as_numpy(out))
@@ -184,7 +186,7 @@ def _cross_entropy_loss_grad_impl(grad_loss: Tensor, log_prob: Tensor, target: T
 
 def _cross_entropy_loss_grad_fake(grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, reduction,
                                   ignore_index, label_smoothing, z_loss_scale):
-    return torch.empty_like(log_prob)
+    return log_prob.new_empty(log_prob.shape)
 
 
 _define("cross_entropy_loss_grad(Tensor grad_loss, Tensor log_prob, Tensor target, Tensor? weight, "
@@ -200,7 +202,7 @@ _define("cross_entropy_loss_grad(Tensor grad_loss, Tensor log_prob, Tensor targe
 def _embedding_dense_backward_impl(grad_output: Tensor, indices: Tensor, num_weights: int, padding_idx: int,
                                    scale_grad_by_freq: bool) -> Tensor:
     sync_threads()
-    out = torch.empty((num_weights, grad_output.shape[-1]), dtype=grad_output.dtype)
+    out = new_output((num_weights, grad_output.shape[-1]), grad_output.dtype)
     _core.embedding_dense_backward(as_numpy(grad_output), as_numpy(indices), num_weights, padding_idx,
                                    scale_grad_by_freq, as_numpy(out))
     return out
@@ -248,7 +250,7 @@ _define("embedding(Tensor weight, Tensor indices, int padding_idx, bool scale_gr
 def _bce_backward_impl(grad_output: Tensor, input: Tensor, target: Tensor, weight: Optional[Tensor],
                        pos_weight: Optional[Tensor], reduction: int) -> Tensor:
     sync_threads()
-    out = torch.empty(input.shape, dtype=target.dtype)
+    out = new_output(input.shape, target.dtype)
     _core.binary_cross_entropy_with_logits_backward(as_numpy(grad_output), as_numpy(input), as_numpy(target),
                                                     optional_numpy(weight), optional_numpy(pos_weight), reduction,
                                                     as_numpy(out))
@@ -319,7 +321,7 @@ def _online_max_sum_impl(input: Tensor, weight: Tensor, target: Tensor, vocab_st
     results = _core.fused_linear_online_max_sum(as_numpy(input), as_numpy(weight), as_numpy(target),
                                                 vocab_start_index, vocab_end_index, return_logits)
     logits = results[5]
-    return tuple(from_numpy(r) for r in results[:5]) + (_empty() if logits is None else from_numpy(logits),)
+    return tuple(from_numpy(r) for r in results[:5]) + (_empty(input) if logits is None else from_numpy(logits),)
 
 
 def _online_max_sum_fake(input, weight, target, vocab_start_index, vocab_end_index, return_logits):
@@ -341,7 +343,7 @@ def _loss_with_max_sum_impl(logits_max: Tensor, sum_exp_logits: Tensor, predicte
     loss, softmax = _core.fused_cross_entropy_loss_with_max_sum(as_numpy(logits_max), as_numpy(sum_exp_logits),
                                                                 as_numpy(predicted_logits), label_smoothing,
                                                                 optional_numpy(logits))
-    return from_numpy(loss), _empty() if softmax is None else from_numpy(softmax)
+    return from_numpy(loss), _empty(logits_max) if softmax is None else from_numpy(softmax)
 
 
 def _loss_with_max_sum_fake(logits_max, sum_exp_logits, predicted_logits, label_smoothing, logits):
@@ -367,7 +369,7 @@ def _loss_grad_impl(grad: Tensor, input: Tensor, weight: Tensor, target_mask: Te
 
 def _loss_grad_fake(grad, input, weight, target_mask, masked_target, label_smoothing, logits_max, sum_exp_logits,
                     softmax):
-    return torch.empty_like(input), torch.empty_like(weight)
+    return input.new_empty(input.shape), weight.new_empty(weight.shape)
 
 
 _define("fused_linear_cross_entropy_loss_grad(Tensor grad, Tensor input, Tensor weight, Tensor target_mask, "
@@ -393,7 +395,7 @@ def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, ig
 
 
 def _linear_cross_entropy_fake(input, weight, target, ignore_index, reduction):
-    return input.new_empty([], dtype=torch.float32), torch.empty_like(input), torch.empty_like(weight)
+    return input.new_empty([], dtype=torch.float32), input.new_empty(input.shape), weight.new_empty(weight.shape)
 
 
 def _linear_cross_entropy_setup(ctx, inputs, output) -> None:

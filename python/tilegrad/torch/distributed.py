@@ -26,16 +26,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Tuple
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 import tilegrad as _tg
 
+from ._tensor import as_numpy, from_numpy, unsupported_reason
+from ._threads import sync_threads
+
 __all__ = ["vocab_parallel_cross_entropy"]
 
 _REDUCTIONS = ("none", "mean", "sum")
-_TILEGRAD_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,56 +48,6 @@ class _Options:
     ignore_index: int
     label_smoothing: float
     reduction: str
-
-
-# ----------------------------------------------------------------------------------------------
-# tensor hand-off (zero-copy views; the lead's tilegrad.torch._tensor offers the same when present)
-
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
-    """Zero-copy NumPy view of a CPU tensor (bfloat16 through an int16 view; ml_dtypes for the dtype)."""
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
-
-
-def _from_numpy(a: np.ndarray) -> torch.Tensor:
-    """Zero-copy tensor over a NumPy array (ml_dtypes bfloat16 through a uint16 view)."""
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-def _threads_context():
-    """tilegrad calls made through tilegrad.torch use torch's thread count (the lead's _threads knob)."""
-    try:
-        from . import _threads  # type: ignore[attr-defined]
-    except ImportError:
-        _threads = None
-    for name in ("torch_threads", "use_torch_threads", "matching_torch_threads"):
-        ctx = getattr(_threads, name, None) if _threads is not None else None
-        if ctx is not None:
-            return ctx()
-    return _SetTilegradThreads(torch.get_num_threads())
-
-
-class _SetTilegradThreads:
-    """Fallback: run tilegrad with ``n`` threads for the duration of a block."""
-
-    def __init__(self, n: int) -> None:
-        self._n = max(1, int(n))
-        self._saved = 0
-
-    def __enter__(self) -> None:
-        self._saved = _tg.get_num_threads()
-        if self._saved != self._n:
-            _tg.set_num_threads(self._n)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._saved != self._n:
-            _tg.set_num_threads(self._saved)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,8 +67,7 @@ def _all_reduce(t: torch.Tensor, op: Any, group: Any) -> torch.Tensor:
 # the two local backends: tilegrad's operators, or the same algorithm in torch ops
 
 def _use_tilegrad(hidden: torch.Tensor, weight: torch.Tensor) -> bool:
-    return all(t.device.type == "cpu" and t.layout == torch.strided and t.dtype in _TILEGRAD_DTYPES
-               for t in (hidden, weight))
+    return unsupported_reason(hidden) is None and unsupported_reason(weight) is None
 
 
 def _local_statistics(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor, start: int
@@ -129,9 +79,9 @@ def _local_statistics(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor, st
     """
     end = start + w.shape[0]
     if _use_tilegrad(x, w):
-        with _threads_context():
-            mx, sum_exp, pred, _, _, _ = _tg.fused_linear_online_max_sum(
-                _to_numpy(x), _to_numpy(w), _to_numpy(target), start, end)
+        sync_threads()
+        mx, sum_exp, pred, _, _, _ = _tg.fused_linear_online_max_sum(as_numpy(x), as_numpy(w), as_numpy(target),
+                                                                     start, end)
         return torch.from_numpy(mx), torch.from_numpy(sum_exp), torch.from_numpy(pred)
     logits = (x @ w.T).to(_accumulation_dtype(x))
     if w.shape[0] == 0:
@@ -156,11 +106,11 @@ def _local_gradients(grad_rows: torch.Tensor, x: torch.Tensor, w: torch.Tensor, 
     in_shard = (target >= start) & (target < end)
     local = torch.where(in_shard, target - start, 0)
     if _use_tilegrad(x, w):
-        with _threads_context():
-            gi, gw = _tg.fused_linear_cross_entropy_loss_grad(
-                _to_numpy(grad_rows), _to_numpy(x), _to_numpy(w), _to_numpy(~in_shard), _to_numpy(local),
-                logits_max=_to_numpy(gmax), sum_exp_logits=_to_numpy(gsum))
-        return _from_numpy(gi), _from_numpy(gw)
+        sync_threads()
+        gi, gw = _tg.fused_linear_cross_entropy_loss_grad(
+            as_numpy(grad_rows), as_numpy(x), as_numpy(w), as_numpy(~in_shard), as_numpy(local),
+            logits_max=as_numpy(gmax), sum_exp_logits=as_numpy(gsum))
+        return from_numpy(gi), from_numpy(gw)
     acc = _accumulation_dtype(x)
     logits = (x @ w.T).to(acc)
     g = torch.exp(logits - gmax[:, None].to(acc)) / gsum[:, None].to(acc)
@@ -225,8 +175,8 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
                              f"{int(owners[i])} shards hold it)")
 
         if _use_tilegrad(hidden, weight) and gsum.numel():
-            loss_rows = torch.from_numpy(_tg.fused_cross_entropy_loss_with_max_sum(
-                _to_numpy(gmax), _to_numpy(gsum), _to_numpy(gpred))[0])
+            loss_rows = from_numpy(_tg.fused_cross_entropy_loss_with_max_sum(
+                as_numpy(gmax), as_numpy(gsum), as_numpy(gpred))[0])
         else:
             loss_rows = torch.log(gsum) - gpred
         if eps:
@@ -348,9 +298,7 @@ def vocab_parallel_cross_entropy(hidden: torch.Tensor, weight_shard: torch.Tenso
     """
     _check_arguments(hidden, weight_shard, target, vocab_start_index, ignore_index, label_smoothing, reduction)
     opts = _Options(int(vocab_start_index), group, int(ignore_index), float(label_smoothing), reduction)
+    # the operators take any strides: a view is passed as it is, never copied
     hidden2d = hidden.reshape(-1, hidden.shape[-1])
-    if _use_tilegrad(hidden, weight_shard):
-        # the operators take row-major operands; already contiguous tensors are not copied
-        hidden2d, weight_shard = hidden2d.contiguous(), weight_shard.contiguous()
-    loss = _VocabParallelCrossEntropy.apply(hidden2d, weight_shard, target.reshape(-1).contiguous(), opts)
+    loss = _VocabParallelCrossEntropy.apply(hidden2d, weight_shard, target.reshape(-1), opts)
     return loss.reshape(target.shape) if reduction == "none" else loss

@@ -153,6 +153,11 @@ def _cross_entropy_kdim(input, target, weight, reduction, ignore_index, label_sm
     if tuple(target.shape) != (batch, *spatial):
         raise ValueError(f"cross_entropy: target shape must be {(batch, *spatial)} for input shape "
                          f"{tuple(input.shape)}, got {tuple(target.shape)}")
+    if input.numel() == 0:  # no slice to hand to the kernel; torch's answer (empty or NaN) is the rule
+        if wants_zloss:
+            raise ValueError(f"cross_entropy: z-loss needs a non-empty input, got shape {tuple(input.shape)}")
+        return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                                                label_smoothing=label_smoothing), None
     rows_in = input.movedim(1, -1)  # (N, d1, ..., C), a view
     losses, zlosses = [], []
     for n in range(batch):
@@ -186,7 +191,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
     (``aclnnEmbeddingDenseBackward``: deterministic, float32 row sums). ``max_norm`` and
     ``sparse=True`` go to torch's ``F.embedding``."""
     if max_norm is not None or sparse or not _on_kernel_path(weight) or not _is_index_tensor(input) \
-            or weight.dim() != 2:
+            or weight.dim() != 2 or input.dim() == 0:
         return TORCH_FUNCTIONS["embedding"](input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
                                             sparse)
     num_weights = weight.shape[0]
@@ -245,30 +250,37 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     _check_reduction("linear_cross_entropy", reduction)
     if ignore_index is None:
         ignore_index = -100
+    loss_dtype = input.dtype
     cast = _autocast_dtype(input, linear_weight)
-    if cast is not None:
+    if cast is not None:  # autocast runs the projection in its dtype and cross entropy in float32
         input, linear_weight = input.to(cast), linear_weight.to(cast)
+        linear_bias = None if linear_bias is None else linear_bias.to(cast)
+        loss_dtype = torch.float32
     fused = (linear_bias is None and weight is None and label_smoothing == 0.0 and linear_weight.dim() == 2
              and input.dim() >= 1 and _on_kernel_path(input, linear_weight) and _is_index_tensor(target)
              and input.dtype == linear_weight.dtype and input.shape[-1] == linear_weight.shape[-1]
              and tuple(target.shape) == tuple(input.shape[:-1]))
-    if not fused:
-        return _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction,
+    if not fused:  # (under autocast, its cross_entropy runs in float32 as torch's does)
+        loss = _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction,
                                                ignore_index, label_smoothing)
+        return loss.to(loss_dtype)
+    return _fused_linear_cross_entropy(input, linear_weight, target, reduction, ignore_index).to(loss_dtype)
+
+
+def _fused_linear_cross_entropy(input, linear_weight, target, reduction, ignore_index):
+    """The float32 loss from tilegrad's fused ops (see linear_cross_entropy)."""
     rows = input.reshape(-1, input.shape[-1])
     flat_target = target.reshape(-1)
     wants_grad = torch.is_grad_enabled() and (input.requires_grad or linear_weight.requires_grad)
     if wants_grad and reduction != "none":
         loss, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, flat_target, ignore_index,
                                                             _ops.REDUCTION_CODES[reduction])
-        return loss.to(input.dtype)
+        return loss
     row_loss, _, _ = torch.ops.tilegrad.linear_cross_entropy_rows(rows, linear_weight, flat_target, ignore_index)
     if reduction == "none":
-        return row_loss.view(target.shape).to(input.dtype)
+        return row_loss.view(target.shape)
     total = row_loss.sum()
-    if reduction == "mean":
-        total = total / (flat_target != ignore_index).sum()
-    return total.to(input.dtype)
+    return total / (flat_target != ignore_index).sum() if reduction == "mean" else total
 
 
 def _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,

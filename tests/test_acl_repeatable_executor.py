@@ -1,0 +1,316 @@
+"""Repeatable executors through the C ABI (ctypes), with the vendor's semantics: without
+aclSetAclOpExecutorRepeatable an executor is single-use; a repeatable one launches any number of times
+until aclDestroyAclOpExecutor, and aclSetInputTensorAddr / aclSetOutputTensorAddr give it new data for
+the next launch (index = position among the operator's input / output tensors, optional ones included).
+Values are checked against float64 NumPy (SiLU backward) or against a fresh single-use run on the same
+data (the operators' own tests check those against references)."""
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
+                        get_workspace_size, last_error, launch, lib, run_op)
+
+vp = ctypes.c_void_p
+for name in ("aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor"):
+    getattr(lib, name).argtypes = [vp]
+    getattr(lib, name).restype = ctypes.c_int32
+for name in ("aclSetInputTensorAddr", "aclSetOutputTensorAddr"):
+    getattr(lib, name).argtypes = [vp, ctypes.c_size_t, vp, vp]
+    getattr(lib, name).restype = ctypes.c_int32
+for name in ("aclSetDynamicInputTensorAddr", "aclSetDynamicOutputTensorAddr"):
+    getattr(lib, name).argtypes = [vp, ctypes.c_size_t, ctypes.c_size_t, vp, vp]
+    getattr(lib, name).restype = ctypes.c_int32
+lib.aclGetRawTensorAddr.argtypes = [vp, ctypes.POINTER(vp)]
+
+SILU = "aclnnSiluBackward"
+
+
+def silu_backward_f64(dy, x):
+    dy, x = np.asarray(dy, np.float64), np.asarray(x, np.float64)
+    s = 1.0 / (1.0 + np.exp(-x))
+    return dy * s * (1.0 + x * (1.0 - s))
+
+
+def _repeatable(op, args):
+    status, ws, ex = get_workspace_size(op, args)
+    assert status == ACLNN_SUCCESS, last_error()
+    assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_SUCCESS
+    return ws, ex
+
+
+def test_repeatable_executor_launches_until_destroyed():
+    rng = np.random.default_rng(1)
+    dy, x = rng.standard_normal(40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    dx = np.zeros(40, np.float32)
+    with AclTensors() as t:
+        ws, ex = _repeatable(SILU, [t.new(dy), t.new(x), t.new(dx)])
+        for _ in range(4):
+            dx[:] = 0
+            assert launch(SILU, ex, ws) == ACLNN_SUCCESS, last_error()
+            np.testing.assert_allclose(dx, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7)
+        x *= -2  # same addresses, new values: the next launch reads them
+        assert launch(SILU, ex, ws) == ACLNN_SUCCESS
+        np.testing.assert_allclose(dx, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+        assert launch(SILU, ex, ws) == ACLNN_ERR_PARAM_INVALID
+        assert "is not live" in last_error()
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_ERR_PARAM_INVALID
+
+
+def test_non_repeatable_executor_stays_single_use():
+    a = np.ones(8, np.float32)
+    with AclTensors() as t:
+        status, ws, ex = get_workspace_size(SILU, [t.new(a), t.new(a.copy()), t.new(a.copy())])
+        assert launch(SILU, ex, ws) == ACLNN_SUCCESS
+        assert launch(SILU, ex, ws) == ACLNN_ERR_PARAM_INVALID
+        assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_ERR_PARAM_INVALID  # released by its launch
+
+
+def test_new_input_and_output_addresses():
+    rng = np.random.default_rng(2)
+    dy, x = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((3, 5)).astype(np.float32)
+    dx = np.zeros((3, 5), np.float32)
+    with AclTensors() as t:
+        tdy, tx, tdx = t.new(dy), t.new(x), t.new(dx)
+        ws, ex = _repeatable(SILU, [tdy, tx, tdx])
+        for step in range(3):
+            x2 = rng.standard_normal((3, 5)).astype(np.float32)
+            dy2 = rng.standard_normal((3, 5)).astype(np.float32)
+            dx2 = np.full((3, 5), np.nan, np.float32)
+            assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tdy), vp(dy2.ctypes.data)) == ACLNN_SUCCESS, last_error()
+            assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tx), vp(x2.ctypes.data)) == ACLNN_SUCCESS
+            assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(tdx), vp(dx2.ctypes.data)) == ACLNN_SUCCESS
+            assert launch(SILU, ex, ws) == ACLNN_SUCCESS, last_error()
+            np.testing.assert_allclose(dx2, silu_backward_f64(dy2, x2), rtol=2e-6, atol=1e-7)
+            # the caller's tensor records the new address too (as the vendor's)
+            addr = vp()
+            assert lib.aclGetRawTensorAddr(vp(tx), ctypes.byref(addr)) == ACLNN_SUCCESS
+            assert addr.value == x2.ctypes.data
+        assert (dx == 0).all()  # the first output buffer was never written
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+def test_new_addresses_are_validated_at_launch():
+    """A new output that overlaps an input partially is refused at the launch, as at GetWorkspaceSize."""
+    buf = np.zeros(16, np.float32)
+    a = np.ones(8, np.float32)
+    with AclTensors() as t:
+        tdy, tx, tdx = t.new(a), t.new(a.copy()), t.new(np.zeros(8, np.float32))
+        ws, ex = _repeatable(SILU, [tdy, tx, tdx])
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tx), vp(buf.ctypes.data)) == ACLNN_SUCCESS
+        assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(tdx), vp(buf.ctypes.data + 8)) == ACLNN_SUCCESS
+        assert launch(SILU, ex, ws) == ACLNN_ERR_PARAM_INVALID
+        assert "overlap" in last_error()
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+def test_set_address_errors():
+    a = np.ones(8, np.float32)
+    with AclTensors() as t:
+        tdy, tx, tdx = t.new(a), t.new(a.copy()), t.new(a.copy())
+        status, ws, ex = get_workspace_size(SILU, [tdy, tx, tdx])
+        other = a.copy()
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tdy), vp(other.ctypes.data)) == ACLNN_ERR_PARAM_INVALID
+        assert "is not repeatable" in last_error()
+        assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_SUCCESS
+        assert lib.aclSetInputTensorAddr(vp(ex), 2, vp(tdy), vp(other.ctypes.data)) == ACLNN_ERR_PARAM_INVALID
+        assert last_error() == "aclSetInputTensorAddr: index 2 is out of range: aclnnSiluBackward has 2 input tensors"
+        assert lib.aclSetOutputTensorAddr(vp(ex), 1, vp(tdx), vp(other.ctypes.data)) == ACLNN_ERR_PARAM_INVALID
+        assert "index 1 is out of range: aclnnSiluBackward has 1 output tensors" in last_error()
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tx), vp(other.ctypes.data)) == ACLNN_ERR_PARAM_INVALID
+        assert "is not the gradOutput (input 0) passed to aclnnSiluBackwardGetWorkspaceSize" in last_error()
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, None, vp(other.ctypes.data)) == ACLNN_ERR_PARAM_NULLPTR
+        assert lib.aclSetInputTensorAddr(None, 0, vp(tdy), vp(other.ctypes.data)) == ACLNN_ERR_PARAM_NULLPTR
+        assert lib.aclSetAclOpExecutorRepeatable(None) == ACLNN_ERR_PARAM_NULLPTR
+        list_ptr = vp(0x40)  # never dereferenced: the executor is checked first, then "no tensor lists"
+        assert lib.aclSetDynamicInputTensorAddr(vp(ex), 0, 0, list_ptr, None) == ACLNN_ERR_PARAM_INVALID
+        assert "has no tensor-list parameter" in last_error()
+        assert lib.aclSetDynamicOutputTensorAddr(None, 0, 0, list_ptr, None) == ACLNN_ERR_PARAM_NULLPTR
+        assert launch(SILU, ex, ws) == ACLNN_SUCCESS  # the refused calls changed nothing
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tdy), vp(other.ctypes.data)) == ACLNN_ERR_PARAM_INVALID
+        assert "is not live" in last_error()
+
+
+def test_optional_input_that_was_null_has_no_address():
+    op = "aclnnBinaryCrossEntropyWithLogitsBackward"
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((4, 3)).astype(np.float32), rng.uniform(0, 1, (4, 3)).astype(np.float32)
+    g = np.ones((4, 3), np.float32)
+    out = np.zeros((4, 3), np.float32)
+    w = np.ones((4, 3), np.float32)
+    with AclTensors() as t:
+        tg_, tx, ty, tout = t.new(g), t.new(x), t.new(y), t.new(out)
+        ws, ex = _repeatable(op, [tg_, tx, ty, None, None, ctypes.c_int64(0), tout])
+        tw = t.new(w)
+        assert lib.aclSetInputTensorAddr(vp(ex), 3, vp(tw), vp(w.ctypes.data)) == ACLNN_ERR_PARAM_INVALID
+        assert "input 3 (weightOptional) of aclnnBinaryCrossEntropyWithLogitsBackward was null" in last_error()
+        # a real input works, and matches a single-use run on the same data
+        x2 = rng.standard_normal((4, 3)).astype(np.float32)
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tx), vp(x2.ctypes.data)) == ACLNN_SUCCESS
+        assert launch(op, ex, ws) == ACLNN_SUCCESS, last_error()
+        fresh = np.zeros((4, 3), np.float32)
+        assert run_op(op, [t.new(g), t.new(x2), t.new(y), None, None, ctypes.c_int64(0), t.new(fresh)]) == \
+            (ACLNN_SUCCESS, "")
+        np.testing.assert_array_equal(out, fresh)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+def test_cross_entropy_keeps_its_own_copy_of_the_reduction_string():
+    """The executor rebuilds after new addresses; the caller's reduction buffer may have changed."""
+    fwd = "aclnnCrossEntropyLoss"
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 9)).astype(np.float32)
+    target = rng.integers(0, 9, 6).astype(np.int64)
+    reduction = ctypes.create_string_buffer(b"sum")
+
+    def args(t, x_, loss, lp):
+        return [t.new(x_), t.new(target), None, ctypes.cast(reduction, ctypes.c_char_p), ctypes.c_int64(-100),
+                ctypes.c_double(0.0), ctypes.c_double(0.0), ctypes.c_bool(False), t.new(loss), t.new(lp), None, None]
+
+    with AclTensors() as t:
+        loss, lp = np.zeros((), np.float32), np.zeros((6, 9), np.float32)
+        a = args(t, x, loss, lp)
+        ws, ex = _repeatable(fwd, a)
+        reduction.value = b"bad"
+        x2 = rng.standard_normal((6, 9)).astype(np.float32)
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(a[0]), vp(x2.ctypes.data)) == ACLNN_SUCCESS
+        assert launch(fwd, ex, ws) == ACLNN_SUCCESS, last_error()
+        reduction.value = b"sum"
+        fresh_loss, fresh_lp = np.zeros((), np.float32), np.zeros((6, 9), np.float32)
+        assert run_op(fwd, args(t, x2, fresh_loss, fresh_lp)) == (ACLNN_SUCCESS, "")
+        assert loss == fresh_loss and (lp == fresh_lp).all()
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+def test_embedding_backward_with_workspace_relaunches():
+    op = "aclnnEmbeddingDenseBackward"
+    rng = np.random.default_rng(5)
+    grad = rng.standard_normal((50, 8)).astype(np.float32)
+    idx = rng.integers(0, 20, 50).astype(np.int64)
+    out = np.zeros((20, 8), np.float32)
+    with AclTensors() as t:
+        tgrad, tidx, tout = t.new(grad), t.new(idx), t.new(out)
+        ws, ex = _repeatable(op, [tgrad, tidx, ctypes.c_uint64(20), ctypes.c_uint64(2**64 - 1), ctypes.c_bool(True),
+                                  tout])
+        want = np.zeros((20, 8))
+        counts = np.bincount(idx, minlength=20)
+        np.add.at(want, idx, grad.astype(np.float64) / counts[idx][:, None])
+        for _ in range(3):
+            out[:] = np.nan
+            assert launch(op, ex, ws) == ACLNN_SUCCESS, last_error()
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+        idx2 = rng.integers(0, 20, 50).astype(np.int64)
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tidx), vp(idx2.ctypes.data)) == ACLNN_SUCCESS
+        assert launch(op, ex, ws) == ACLNN_SUCCESS
+        counts2 = np.bincount(idx2, minlength=20)
+        want2 = np.zeros((20, 8))
+        np.add.at(want2, idx2, grad.astype(np.float64) / counts2[idx2][:, None])
+        np.testing.assert_allclose(out, want2, rtol=1e-5, atol=1e-6)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_destroy_while_other_threads_use_other_executors(threads):
+    """Executors are independent: many repeatable ones created, launched and destroyed concurrently."""
+    import threading
+
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        dy, x = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+        dx = np.zeros(64, np.float32)
+        with AclTensors() as t:
+            for _ in range(20):
+                ws, ex = _repeatable(SILU, [t.new(dy), t.new(x), t.new(dx)])
+                for _ in range(3):
+                    if launch(SILU, ex, ws) != ACLNN_SUCCESS:
+                        errors.append(last_error())
+                if lib.aclDestroyAclOpExecutor(vp(ex)) != ACLNN_SUCCESS:
+                    errors.append(last_error())
+            if not np.allclose(dx, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7):
+                errors.append("wrong values")
+
+    ths = [threading.Thread(target=work, args=(s,)) for s in range(threads)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert errors == []
+
+
+def _tensor_without_data(shape, dtype_code):
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    ptr = lib.aclCreateTensor(dims, len(shape), dtype_code, (ctypes.c_int64 * len(shape))(*strides), 0, 2, dims,
+                              len(shape), None)
+    assert ptr, last_error()
+    return ptr
+
+
+def test_vendor_sample_tensors_without_data_then_addresses():
+    """The vendor's aclSetInputTensorAddr sample: tensors created with nullptr data, GetWorkspaceSize,
+    aclSetAclOpExecutorRepeatable, then every address set before the launch."""
+    rng = np.random.default_rng(6)
+    tdy, tx, tdx = (_tensor_without_data([2, 3], 0) for _ in range(3))
+    try:
+        status, ws, ex = get_workspace_size(SILU, [tdy, tx, tdx])
+        assert status == ACLNN_SUCCESS, last_error()
+        assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_SUCCESS
+        # launching before the addresses are known is refused, not a crash
+        assert launch(SILU, ex, ws) == ACLNN_ERR_PARAM_NULLPTR
+        assert re.fullmatch(r"aclnnSiluBackward: (gradOutput|self|gradInput) data is null \(give it an address "
+                            r"with aclSetInputTensorAddr / aclSetOutputTensorAddr before launching\)", last_error())
+        for _ in range(2):
+            dy, x = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32)
+            dx = np.zeros((2, 3), np.float32)
+            assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tdy), vp(dy.ctypes.data)) == ACLNN_SUCCESS
+            assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tx), vp(x.ctypes.data)) == ACLNN_SUCCESS
+            assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(tdx), vp(dx.ctypes.data)) == ACLNN_SUCCESS
+            assert launch(SILU, ex, ws) == ACLNN_SUCCESS, last_error()
+            np.testing.assert_allclose(dx, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+    finally:
+        for p in (tdy, tx, tdx):
+            lib.aclDestroyTensor(vp(p))
+
+
+def test_tensors_without_data_get_the_same_workspace_and_checks():
+    """Phase 1 over tensors without data asks for the workspace real data would (embedding backward
+    needs one), and addresses that overlap badly are still refused at the launch."""
+    op = "aclnnEmbeddingDenseBackward"
+    rng = np.random.default_rng(7)
+    grad = rng.standard_normal((30, 4)).astype(np.float32)
+    idx = rng.integers(0, 10, 30).astype(np.int64)
+    out = np.zeros((10, 4), np.float32)
+    scalars = [ctypes.c_uint64(10), ctypes.c_uint64(3), ctypes.c_bool(False)]
+    with AclTensors() as t:
+        status, ws_real, ex_real = get_workspace_size(op, [t.new(grad), t.new(idx), *scalars, t.new(out)])
+        assert status == ACLNN_SUCCESS and lib.aclDestroyAclOpExecutor(vp(ex_real)) == ACLNN_SUCCESS
+    tg_, ti, to = _tensor_without_data([30, 4], 0), _tensor_without_data([30], 9), _tensor_without_data([10, 4], 0)
+    try:
+        status, ws, ex = get_workspace_size(op, [tg_, ti, *scalars, to])
+        assert status == ACLNN_SUCCESS and ws == ws_real > 0
+        assert lib.aclSetAclOpExecutorRepeatable(vp(ex)) == ACLNN_SUCCESS
+        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(tg_), vp(grad.ctypes.data)) == ACLNN_SUCCESS
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(ti), vp(idx.ctypes.data)) == ACLNN_SUCCESS
+        assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(to), vp(grad.ctypes.data + 16)) == ACLNN_SUCCESS
+        assert launch(op, ex, ws) == ACLNN_ERR_PARAM_INVALID  # out overlaps grad
+        assert "overlap" in last_error()
+        assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(to), vp(out.ctypes.data)) == ACLNN_SUCCESS
+        assert launch(op, ex, ws) == ACLNN_SUCCESS, last_error()
+        want = np.zeros((10, 4))
+        keep = idx != 3  # paddingIdx 3 gets no gradient
+        np.add.at(want, idx[keep], grad[keep].astype(np.float64))
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+    finally:
+        for p in (tg_, ti, to):
+            lib.aclDestroyTensor(vp(p))
