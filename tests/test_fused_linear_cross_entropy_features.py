@@ -157,6 +157,19 @@ def test_mean_with_every_row_ignored_gives_zero_gradients(plan):
         np.testing.assert_array_equal(f64(g), 0.0)
 
 
+def test_empty_hidden_size_still_gives_the_bias_gradient():
+    # H = 0: the logits are the bias alone; grad_input / grad_weight are empty, grad_bias is not zero
+    x, w = np.zeros((5, 0), np.float32), np.zeros((7, 0), np.float32)
+    t = np.array([0, 3, -100, 6, 3])
+    b = np.linspace(-1.0, 2.0, 7).astype(np.float32)
+    kw = dict(bias=b, label_smoothing=0.1, softcap=2.0, lse_square_scale=0.01)
+    got = tg.fused_linear_cross_entropy(x, w, t, **kw)
+    ref = torch_reference(x, w, t, **kw)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5)
+    np.testing.assert_allclose(got[3], ref[4], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got[4], ref[1], rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
 def test_plans_agree(dtype):
     x, w, t = make(BT, H, V, dtype, seed=7)

@@ -3,6 +3,7 @@
 // smoothing plus z-loss. The plan comes from the memory budget (flce_fused_tiling): three GEMMs over
 // row chunks (whole logits, or chunks with an fp32 grad_weight accumulator), else forward blocks and
 // the memory-saving gradient (four GEMMs). Every GEMM is thread-count deterministic (core/gemm.h).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -142,6 +143,9 @@ class FusedLaunch final : public core::Launch {
  private:
   // Row targets (-1: ignored), checked against [0, V).
   std::vector<int64_t> target_columns(int64_t* valid) const;
+  void bias_grad_without_hidden(const FlceFeatures& f, const std::vector<float>& mx, const std::vector<float>& sum,
+                                const std::vector<float>& cp, const std::vector<float>& ct,
+                                const std::vector<float>& cu, const std::vector<int64_t>& col) const;
 
   Args a_;
   int64_t ignore_index_, reduction_;
@@ -167,6 +171,40 @@ std::vector<int64_t> FusedLaunch::target_columns(int64_t* valid) const {
     ++*valid;
   }
   return col;
+}
+
+// H = 0: no GEMM runs (the gradient blocks only write zeros), the logits are the (capped) bias in
+// every row, and G only feeds grad_bias: formed here row by row.
+void FusedLaunch::bias_grad_without_hidden(const FlceFeatures& f, const std::vector<float>& mx,
+                                           const std::vector<float>& sum, const std::vector<float>& cp,
+                                           const std::vector<float>& ct, const std::vector<float>& cu,
+                                           const std::vector<int64_t>& col) const {
+  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  const DType dt = a_.input.dtype;
+  const FlceKernels* k = flce_kernels(tiling_.isa);
+  std::vector<float> z(v);
+  std::vector<char> g(v * dtype_size(dt));
+  for (int64_t i = 0; i < bt; ++i) {
+    if (col[i] < 0) continue;  // ignored rows have zero gradient
+    std::fill(z.begin(), z.end(), 0.0f);
+    k->transform_row(z.data(), v, f.bias, f.softcap);
+    FlceGradRow gr;
+    gr.src = z.data();
+    gr.n = v;
+    gr.from_logits = true;
+    gr.max = mx[i];
+    gr.sum_exp = sum[i];
+    gr.grad = cp[i];
+    gr.target_coef = ct[i];
+    gr.uniform_coef = cu[i];
+    gr.softcap = f.softcap;
+    gr.class_w = f.class_w;
+    gr.target = col[i];
+    gr.out_dtype = dt;
+    gr.out = g.data();
+    k->grad_row(gr);
+    k->accumulate_row(f.grad_bias_acc, g.data(), dt, v);
+  }
 }
 
 void FusedLaunch::run(void* workspace) {
@@ -243,6 +281,7 @@ void FusedLaunch::run(void* workspace) {
     f.row_uniform_coef = cu.data();
     flce_grad_run(tiling_.grad, a_.input, a_.weight, nullptr, cp.data(), mx.data(), sum.data(), col.data(), a_.gin,
                   a_.gw, workspace, &f);
+    if (a_.input.shape[1] == 0 && f.grad_bias_acc) bias_grad_without_hidden(f, mx, sum, cp, ct, cu, col);
   }
   // Losses: per row, or reduced in one fixed order (double).
   const Vec1 loss(a_.loss);
