@@ -86,10 +86,12 @@ def _cases():
          (grad_rows, t["hidden"], t["proj"], mask, masked_target, 0.0, logits_max, sum_exp, None)),
         ("fused_linear_cross_entropy_loss_grad", "softmax",
          (grad_rows, t["hidden"], t["proj"], mask, masked_target, 0.0, None, None, softmax)),
-        ("linear_cross_entropy", "mean", (grad(t["hidden"]), grad(t["proj"]), lce_target, -100, 1)),
-        ("linear_cross_entropy", "sum", (grad(t["hidden"]), grad(t["proj"]), lce_target, -100, 2)),
+        ("linear_cross_entropy", "mean", (grad(t["hidden"]), grad(t["proj"]), lce_target, None, None, -100, 0.0, 1)),
+        ("linear_cross_entropy", "sum", (grad(t["hidden"]), grad(t["proj"]), lce_target, None, None, -100, 0.0, 2)),
+        ("linear_cross_entropy", "bias-weight-smoothing",
+         (grad(t["hidden"]), grad(t["proj"]), lce_target, grad(torch.randn(V)), torch.rand(V) + 0.5, -100, 0.1, 1)),
         ("linear_cross_entropy", "bf16", (grad(t["hidden"].to(torch.bfloat16)), grad(t["proj"].to(torch.bfloat16)),
-                                          lce_target, -100, 1)),
+                                          lce_target, None, None, -100, 0.0, 1)),
         ("linear_cross_entropy_rows", "rows", (grad(t["hidden"]), grad(t["proj"]), lce_target, -100)),
     ]
 

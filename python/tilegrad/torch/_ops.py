@@ -379,39 +379,50 @@ _define("fused_linear_cross_entropy_loss_grad(Tensor grad, Tensor input, Tensor 
 
 # ---------------------------------------------------------------------------------------------------
 # Single-process linear cross entropy. Two ops, chosen by the functional API:
-#  - linear_cross_entropy: loss and both gradients in one call (mean/sum with autograd); the backward
-#    only scales the saved gradients by the scalar upstream gradient.
+#  - linear_cross_entropy: loss and the gradients in one call (mean/sum with autograd; bias, class
+#    weights and label smoothing included); the backward only scales the saved gradients by the scalar
+#    upstream gradient (skipped work: no logits kept, no recompute).
 #  - linear_cross_entropy_rows: per-row losses from the statistics pass (one GEMM); the backward
 #    recomputes the softmax block by block with the per-row upstream gradient ("none", or no grad).
 
 
-def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, ignore_index: int,
-                               reduction: int) -> Tuple[Tensor, Tensor, Tensor]:
+def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
+                               class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
+                               reduction: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     sync_threads()
     name = {1: "mean", 2: "sum"}[reduction]
-    loss, grad_input, grad_weight = _flce.fused_linear_cross_entropy(as_numpy(input), as_numpy(weight),
-                                                                     as_numpy(target), ignore_index, name)[:3]
-    return from_numpy(loss), from_numpy(grad_input), from_numpy(grad_weight)
+    results = _flce.fused_linear_cross_entropy(as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index,
+                                               name, bias=optional_numpy(bias),
+                                               class_weight=optional_numpy(class_weight),
+                                               label_smoothing=label_smoothing)
+    loss, grad_input, grad_weight = (from_numpy(r) for r in results[:3])
+    grad_bias = from_numpy(results[3]) if bias is not None else _empty(input)
+    return loss, grad_input, grad_weight, grad_bias
 
 
-def _linear_cross_entropy_fake(input, weight, target, ignore_index, reduction):
-    return input.new_empty([], dtype=torch.float32), input.new_empty(input.shape), weight.new_empty(weight.shape)
+def _linear_cross_entropy_fake(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction):
+    grad_bias = bias.new_empty(bias.shape) if bias is not None else input.new_empty([0])
+    return (input.new_empty([], dtype=torch.float32), input.new_empty(input.shape), weight.new_empty(weight.shape),
+            grad_bias)
 
 
 def _linear_cross_entropy_setup(ctx, inputs, output) -> None:
-    _, grad_input, grad_weight = output
-    ctx.mark_non_differentiable(grad_input, grad_weight)
-    ctx.save_for_backward(grad_input, grad_weight)
+    _, grad_input, grad_weight, grad_bias = output
+    ctx.has_bias = inputs[3] is not None
+    ctx.mark_non_differentiable(grad_input, grad_weight, grad_bias)
+    ctx.save_for_backward(grad_input, grad_weight, grad_bias)
 
 
-def _linear_cross_entropy_grad(ctx, grad_loss, unused_grad_input, unused_grad_weight):
-    grad_input, grad_weight = ctx.saved_tensors
+def _linear_cross_entropy_grad(ctx, grad_loss, unused_grad_input, unused_grad_weight, unused_grad_bias):
+    """The gradients were computed in the forward for an upstream gradient of 1: scale them."""
     scale = grad_loss.to(torch.float32)
-    return (grad_input * scale).to(grad_input.dtype), (grad_weight * scale).to(grad_weight.dtype), None, None, None
+    scaled = [(g * scale).to(g.dtype) for g in ctx.saved_tensors]
+    return scaled[0], scaled[1], None, scaled[2] if ctx.has_bias else None, None, None, None, None
 
 
-_define("linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index, int reduction) "
-        "-> (Tensor, Tensor, Tensor)", _linear_cross_entropy_impl, _linear_cross_entropy_fake,
+_define("linear_cross_entropy(Tensor input, Tensor weight, Tensor target, Tensor? bias, Tensor? class_weight, "
+        "int ignore_index, float label_smoothing, int reduction) -> (Tensor, Tensor, Tensor, Tensor)",
+        _linear_cross_entropy_impl, _linear_cross_entropy_fake,
         (_linear_cross_entropy_grad, _linear_cross_entropy_setup))
 
 

@@ -236,16 +236,19 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices. With autograd and
-    mean/sum: tilegrad's single-process fused linear cross entropy computes the loss and both
-    gradients in the forward (the logits are formed block by block and never whole), the backward
-    scales them by the upstream gradient. ``reduction="none"``, or no gradient wanted: one statistics
-    pass (one GEMM), and for "none" the backward recomputes the softmax block by block with each
-    row's own upstream gradient. The loss has ``input``'s dtype (as torch's); under CPU autocast the
-    projection runs in the autocast dtype as ``F.linear`` would.
+    mean/sum: tilegrad's single-process fused linear cross entropy computes the loss and the
+    gradients (input, weight, ``linear_bias``) in the forward, with class ``weight`` and
+    ``label_smoothing`` (the logits are formed chunk by chunk and never whole; the plan follows
+    ``TILEGRAD_FLCE_BUDGET``); the backward scales them by the upstream gradient.
+    ``reduction="none"``, or no gradient wanted: one statistics pass (one GEMM), and for "none" the
+    backward recomputes the softmax block by block with each row's own upstream gradient. The loss
+    has ``input``'s dtype (as torch's); under CPU autocast the projection runs in the autocast dtype
+    as ``F.linear`` would and the loss is float32.
 
-    ``linear_bias``, class ``weight``, ``label_smoothing`` or a K-dimensional weight are computed
-    as ``F.linear`` followed by tilegrad's :func:`cross_entropy` (full logits). ``options`` (torch's
-    chunking options) is accepted and ignored on tilegrad's path, which is chunked already.
+    ``reduction="none"`` or no gradient with a bias, class weights or label smoothing, and
+    K-dimensional weights, are computed as ``F.linear`` followed by tilegrad's :func:`cross_entropy`
+    (full logits). ``options`` (torch's chunking options) is accepted and ignored on tilegrad's
+    path, which is chunked already.
     """
     _check_reduction("linear_cross_entropy", reduction)
     if ignore_index is None:
@@ -256,26 +259,33 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
         input, linear_weight = input.to(cast), linear_weight.to(cast)
         linear_bias = None if linear_bias is None else linear_bias.to(cast)
         loss_dtype = torch.float32
-    fused = (linear_bias is None and weight is None and label_smoothing == 0.0 and linear_weight.dim() == 2
-             and input.dim() >= 1 and _on_kernel_path(input, linear_weight) and _is_index_tensor(target)
-             and input.dtype == linear_weight.dtype and input.shape[-1] == linear_weight.shape[-1]
-             and tuple(target.shape) == tuple(input.shape[:-1]))
-    if not fused:  # (under autocast, its cross_entropy runs in float32 as torch's does)
-        loss = _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction,
-                                               ignore_index, label_smoothing)
-        return loss.to(loss_dtype)
-    return _fused_linear_cross_entropy(input, linear_weight, target, reduction, ignore_index).to(loss_dtype)
-
-
-def _fused_linear_cross_entropy(input, linear_weight, target, reduction, ignore_index):
-    """The float32 loss from tilegrad's fused ops (see linear_cross_entropy)."""
-    rows = input.reshape(-1, input.shape[-1])
+    rows_ok = (linear_weight.dim() == 2 and input.dim() >= 1 and _on_kernel_path(input, linear_weight, linear_bias)
+               and _is_index_tensor(target) and input.dtype == linear_weight.dtype
+               and (linear_bias is None or (linear_bias.dtype == input.dtype and linear_bias.dim() == 1))
+               and input.shape[-1] == linear_weight.shape[-1] and tuple(target.shape) == tuple(input.shape[:-1])
+               and not _needs_grad(weight))
+    plain = linear_bias is None and weight is None and label_smoothing == 0.0
+    wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                                 for t in (input, linear_weight, linear_bias))
+    rows = input.reshape(-1, input.shape[-1]) if rows_ok else None
     flat_target = target.reshape(-1)
-    wants_grad = torch.is_grad_enabled() and (input.requires_grad or linear_weight.requires_grad)
-    if wants_grad and reduction != "none":
-        loss, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, flat_target, ignore_index,
-                                                            _ops.REDUCTION_CODES[reduction])
-        return loss
+    if rows_ok and wants_grad and reduction != "none":
+        class_weight = None if weight is None else weight.to(torch.float32)
+        loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, flat_target, linear_bias,
+                                                               class_weight, ignore_index, label_smoothing,
+                                                               _ops.REDUCTION_CODES[reduction])
+        return loss.to(loss_dtype)
+    if rows_ok and plain:
+        return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index).to(loss_dtype)
+    # (under autocast, its cross_entropy runs in float32 as torch's does)
+    loss = _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction,
+                                           ignore_index, label_smoothing)
+    return loss.to(loss_dtype)
+
+
+def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index):
+    """The float32 loss from the statistics pass (one GEMM); the backward recomputes per row."""
+    flat_target = target.reshape(-1)
     row_loss, _, _ = torch.ops.tilegrad.linear_cross_entropy_rows(rows, linear_weight, flat_target, ignore_index)
     if reduction == "none":
         return row_loss.view(target.shape)
