@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _core
+from ._args import check_bool, check_float, check_int, check_str
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -39,8 +40,20 @@ def fused_linear_online_max_sum(input: np.ndarray, weight: np.ndarray, target: n
         ``gsum = sum(sum_exp_logits * exp(logits_max - gmax))``,
         ``gpred = sum(where(mask, 0, predicted_logits + logits_max - gmax))``.
     """
-    return tuple(_core.fused_linear_online_max_sum(input, weight, target, int(vocab_start_index),
-                                                   int(vocab_end_index), bool(return_logits)))
+    op = "aclnnFusedLinearOnlineMaxSum"
+    return tuple(_core.fused_linear_online_max_sum(input, weight, target,
+                                                   check_int(op, "vocab_start_index", vocab_start_index),
+                                                   check_int(op, "vocab_end_index", vocab_end_index),
+                                                   check_bool(op, "return_logits", return_logits)))
+
+
+def _zero_label_smoothing(label_smoothing) -> float:
+    """The vendor's operator takes label smoothing 0 only; any other value (even 1e-50, which a float32
+    cast would turn into 0) is refused, never silently dropped."""
+    value = check_float("aclnnFusedCrossEntropyLossWithMaxSum", "label_smoothing", label_smoothing)
+    if value != 0.0:
+        raise ValueError(f"aclnnFusedCrossEntropyLossWithMaxSum: label_smoothing must be 0, got {label_smoothing!r}")
+    return value
 
 
 def fused_cross_entropy_loss_with_max_sum(logits_max: np.ndarray, sum_exp_logits: np.ndarray,
@@ -54,7 +67,7 @@ def fused_cross_entropy_loss_with_max_sum(logits_max: np.ndarray, sum_exp_logits
     (float32), else ``softmax`` is None. ``label_smoothing`` must be 0.
     """
     return tuple(_core.fused_cross_entropy_loss_with_max_sum(logits_max, sum_exp_logits, predicted_logits,
-                                                             float(label_smoothing), logits))
+                                                             _zero_label_smoothing(label_smoothing), logits))
 
 
 def fused_linear_cross_entropy_loss_grad(grad: np.ndarray, input: np.ndarray, weight: np.ndarray,
@@ -85,7 +98,9 @@ def fused_linear_cross_entropy_loss_grad(grad: np.ndarray, input: np.ndarray, we
         ``(grad_input, grad_weight)`` in the input dtype.
     """
     return tuple(_core.fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target,
-                                                            float(label_smoothing), logits_max, sum_exp_logits,
+                                                            check_float("aclnnFusedLinearCrossEntropyLossGrad",
+                                                                        "label_smoothing", label_smoothing),
+                                                            logits_max, sum_exp_logits,
                                                             softmax))
 
 
@@ -133,20 +148,21 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         ``z_loss`` (the z-loss part alone, shaped like ``loss``) if ``lse_square_scale != 0``. loss
         and z_loss are float32 (shape ``()``, or ``(BT,)`` for "none"), gradients in the input dtype.
     """
-    if reduction not in _REDUCTIONS:
+    op = "fused_linear_cross_entropy"
+    if check_str(op, "reduction", reduction) not in _REDUCTIONS:
         raise ValueError(f"fused_linear_cross_entropy: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     if filter_eps is not None:
         raise NotImplementedError(f"fused_linear_cross_entropy: filter_eps={filter_eps!r}: gradient filtering is "
                                   "not implemented yet; pass None (exact)")
-    if softcap is not None and not (float(softcap) > 0.0):
+    if softcap is not None and not (check_float(op, "softcap", softcap) > 0.0):
         raise ValueError(f"fused_linear_cross_entropy: softcap must be None or > 0, got {softcap!r}")
-    if memory_budget is not None and int(memory_budget) <= 0:
+    if memory_budget is not None and check_int(op, "memory_budget", memory_budget) <= 0:
         raise ValueError(f"fused_linear_cross_entropy: memory_budget must be None or > 0 bytes, got {memory_budget!r}")
     go = None if grad_output is None else np.asarray(grad_output, dtype=np.float32)
     loss, gi, gw, gb, zl = _core.fused_linear_cross_entropy(
-        input, weight, target, int(ignore_index), _REDUCTIONS[reduction], bias, class_weight,
-        float(label_smoothing), float(lse_square_scale), 0.0 if softcap is None else float(softcap), go,
-        0 if memory_budget is None else int(memory_budget))
+        input, weight, target, check_int(op, "ignore_index", ignore_index), _REDUCTIONS[reduction], bias, class_weight,
+        check_float(op, "label_smoothing", label_smoothing), check_float(op, "lse_square_scale", lse_square_scale),
+        0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget))
     out = (loss, gi, gw)
     if bias is not None:
         out += (gb,)

@@ -1,4 +1,5 @@
 // aclnnFusedLinearOnlineMaxSum: validation (SEMANTICS section 5), launch, native C++ API and C ABI.
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -103,11 +104,27 @@ class OnlineMaxSumLaunch final : public core::Launch {
         if (local[byte * 8 + k] < 0) bits |= uint8_t(1u << k);
       *reinterpret_cast<uint8_t*>(mask.ptr(byte)) = bits;
     }
+    if (a_.input.shape[1] == 0 && !flce_present(a_.logits)) {
+      write_zero_width_statistics(bt);
+      return;
+    }
     flce_forward_run(tiling_, a_.input, a_.weight, local.data(), Vec1(a_.max), Vec1(a_.sum), Vec1(a_.pred),
                      flce_present(a_.logits) ? &a_.logits : nullptr, workspace);
   }
 
  private:
+  // H = 0: every logit is an empty dot product, 0. Closed form (max 0, sum of exp V, target logit 0)
+  // instead of a pass over the vocabulary whose length need not relate to any byte of input or output.
+  void write_zero_width_statistics(int64_t bt) const {
+    const Vec1 max(a_.max), sum(a_.sum), pred(a_.pred);
+    const int64_t vocab = a_.weight.shape[0];
+    for (int64_t i = 0; i < bt; ++i) {
+      max.set_f32(i, vocab > 0 ? 0.0f : -std::numeric_limits<float>::infinity());
+      sum.set_f32(i, static_cast<float>(vocab));
+      pred.set_f32(i, 0.0f);
+    }
+  }
+
   Args a_;
   int64_t start_, end_;
   FlceForwardTiling tiling_;
