@@ -59,7 +59,7 @@ def test_configure_uses_the_installed_package(cpp_build):
 def test_ctest_passes(cpp_build):
     build, env = cpp_build
     out = _run([_tool("ctest"), "--test-dir", str(build), "--output-on-failure"], env=env)
-    assert "100% tests passed out of 8" in out, out
+    assert "100% tests passed out of 9" in out, out
 
 
 def test_vendor_sample_output(cpp_build):
