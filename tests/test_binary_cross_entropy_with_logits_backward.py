@@ -343,8 +343,10 @@ def test_python_errors():
     raises(ValueError, "got 100000000000000000000", bce, dy, x, t, None, None, 10**20)
     check(bce(dy, x, t, w, None, np.int64(2)), dy, x, t, w, None, "sum")   # NumPy integers are ints
     raises(TypeError, "input must be a numpy.ndarray, got list", bce, dy, [[1.0]], t)
-    raises(TypeError, "weight must be a numpy.ndarray, got float", bce, dy, x, t, 1.0)
-    raises(TypeError, "grad_output must be a numpy.ndarray, got float", bce, 1.0, x, t)
+    raises(TypeError, "weight must be a numpy.ndarray, got str", bce, dy, x, t, "1.0")
+    raises(TypeError, "grad_output must be a numpy.ndarray, got list", bce, [1.0], x, t)
+    # Python/NumPy scalars are accepted wherever a 0-d array is (issue 14, defect 7)
+    check(bce(dy, x, t, 0.5), dy, x, t, np.array(0.5, F32), None, "mean")
     # overlaps: a partial overlap with an input, and an output whose elements overlap each other
     buf = np.zeros(30, F32)
     xx = buf[:24].reshape(4, 6)

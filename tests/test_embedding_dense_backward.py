@@ -506,13 +506,19 @@ def test_tiling_invariants(threads_):
             assert not t["empty"]
             s, c = t["sort_tiles"], t["sort_chunk"]
             assert 1 <= s <= threads_ and s * c >= n and (s - 1) * c < n
-            p, pc = t["prefix_tiles"], t["prefix_chunk"]
-            assert 1 <= p <= threads_ and p * pc >= v and (p - 1) * pc < v
             assert 1 <= t["accum_tiles"] <= min(threads_, v)
             assert t["column_quantum"] * oes % 64 == 0
-            regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8), (t["starts_offset"], (v + 1) * 8),
-                              (t["hist_offset"], s * v * 8),
-                              (t["scratch_offset"], (max(s, p) + p + t["accum_tiles"] + 1) * 8)])
+            assert t["sparse"] == (v // 16 > n)  # rows far outnumber indices: sort pairs, O(n) workspace
+            if t["sparse"]:
+                assert t["prefix_tiles"] == 0
+                regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8), (t["pairs_offset"], n * 16),
+                                  (t["scratch_offset"], (s + t["accum_tiles"] + 1) * 8)])
+            else:
+                p, pc = t["prefix_tiles"], t["prefix_chunk"]
+                assert 1 <= p <= threads_ and p * pc >= v and (p - 1) * pc < v
+                regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8),
+                                  (t["starts_offset"], (v + 1) * 8), (t["hist_offset"], s * v * 8),
+                                  (t["scratch_offset"], (max(s, p) + p + t["accum_tiles"] + 1) * 8)])
             for (o1, n1), (o2, _) in zip(regions, regions[1:]):
                 assert o1 % 64 == 0 and o1 + n1 <= o2
             assert regions[-1][0] + regions[-1][1] <= t["workspace_bytes"]

@@ -55,7 +55,7 @@ void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
         const int64_t red = reduction_code(reduction);
         py::object result =
             out.is_none()
-                ? py::object(py_support::allocate(binary_cross_entropy_with_logits_backward_output_spec(dy, x, t, w, pw)))
+                ? py::object(py_support::allocate(binary_cross_entropy_with_logits_backward_output_spec(dy, x, t, w, pw), kOp, "out"))
                 : out;
         const TensorView dx = py_support::view_of(result, "out", true);
         {

@@ -8,6 +8,10 @@
 namespace py = pybind11;
 using namespace tilegrad;
 
+namespace {
+constexpr const char* kOp = "aclnnCrossEntropyLoss";
+}  // namespace
+
 void bind_cross_entropy_loss(py::module_& m) {
   m.def(
       "cross_entropy_loss",
@@ -18,13 +22,13 @@ void bind_cross_entropy_loss(py::module_& m) {
         const TensorView t = py_support::view_of(target, "target");
         const TensorView w = py_support::optional_view_of(weight, "weight");
         const CrossEntropyLossOutputSpecs specs = cross_entropy_loss_output_specs(x, t, reduction);
-        py::array loss = py_support::allocate(specs.loss);
-        py::object log_prob = out.is_none() ? py::object(py_support::allocate(specs.log_prob)) : out;
+        py::array loss = py_support::allocate(specs.loss, kOp, "loss");
+        py::object log_prob = out.is_none() ? py::object(py_support::allocate(specs.log_prob, kOp, "log_prob")) : out;
         py::object zloss = py::none(), lse = py::none();
         TensorView zv, lv;
         if (return_zloss) {
-          zloss = py_support::allocate(specs.zloss);
-          lse = py_support::allocate(specs.lse_for_zloss);
+          zloss = py_support::allocate(specs.zloss, kOp, "zloss");
+          lse = py_support::allocate(specs.lse_for_zloss, kOp, "lse_for_zloss");
           zv = py_support::view_of(zloss, "zloss", true);
           lv = py_support::view_of(lse, "lse_for_zloss", true);
         }

@@ -8,6 +8,10 @@
 namespace py = pybind11;
 using namespace tilegrad;
 
+namespace {
+constexpr const char* kOp = "aclnnCrossEntropyLossGrad";
+}  // namespace
+
 void bind_cross_entropy_loss_grad(py::module_& m) {
   m.def(
       "cross_entropy_loss_grad",
@@ -21,7 +25,7 @@ void bind_cross_entropy_loss_grad(py::module_& m) {
         const TensorView gz = py_support::optional_view_of(grad_zloss, "grad_zloss");
         const TensorView lse = py_support::optional_view_of(lse_for_zloss, "lse_for_zloss");
         // A new output takes logProb's dtype and shape (validation then reports any dtype problem).
-        py::object result = out.is_none() ? py::object(py_support::allocate(OutputSpec{lp.dtype, lp.shape})) : out;
+        py::object result = out.is_none() ? py::object(py_support::allocate(OutputSpec{lp.dtype, lp.shape}, kOp, "out")) : out;
         const TensorView dx = py_support::view_of(result, "out", true);
         CrossEntropyOptions o;
         o.reduction = reduction;

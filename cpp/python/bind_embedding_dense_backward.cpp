@@ -9,6 +9,10 @@
 namespace py = pybind11;
 using namespace tilegrad;
 
+namespace {
+constexpr const char* kOp = "aclnnEmbeddingDenseBackward";
+}  // namespace
+
 void bind_embedding_dense_backward(py::module_& m) {
   m.def(
       "embedding_dense_backward",
@@ -17,7 +21,7 @@ void bind_embedding_dense_backward(py::module_& m) {
         const TensorView g = py_support::view_of(grad, "grad_output");
         const TensorView idx = py_support::view_of(indices, "indices");
         py::object result =
-            out.is_none() ? py::object(py_support::allocate(embedding_dense_backward_output_spec(g, idx, num_weights)))
+            out.is_none() ? py::object(py_support::allocate(embedding_dense_backward_output_spec(g, idx, num_weights), kOp, "out"))
                           : out;
         const TensorView o = py_support::view_of(result, "out", true);
         {
@@ -41,6 +45,8 @@ void bind_embedding_dense_backward(py::module_& m) {
         d["num_weights"] = t.num_weights;
         d["dim"] = t.dim;
         d["empty"] = t.empty;
+        d["sparse"] = t.sparse;
+        d["pairs_offset"] = t.pairs_offset;
         d["sort_tiles"] = t.sort_tiles;
         d["sort_chunk"] = t.sort_chunk;
         d["prefix_tiles"] = t.prefix_tiles;

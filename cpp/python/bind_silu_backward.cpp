@@ -9,13 +9,17 @@
 namespace py = pybind11;
 using namespace tilegrad;
 
+namespace {
+constexpr const char* kOp = "aclnnSiluBackward";
+}  // namespace
+
 void bind_silu_backward(py::module_& m) {
   m.def(
       "silu_backward",
       [](const py::object& grad_output, const py::object& input, const py::object& out) {
         const TensorView dy = py_support::view_of(grad_output, "grad_output");
         const TensorView x = py_support::view_of(input, "input");
-        py::object result = out.is_none() ? py::object(py_support::allocate(silu_backward_output_spec(dy, x))) : out;
+        py::object result = out.is_none() ? py::object(py_support::allocate(silu_backward_output_spec(dy, x), kOp, "out")) : out;
         const TensorView dx = py_support::view_of(result, "out", true);
         {
           py::gil_scoped_release release;

@@ -56,6 +56,8 @@ PYBIND11_MODULE(_core, m) {
   });
 
   m.def("set_num_threads", &tilegrad::set_num_threads, py::arg("n"));
+  m.attr("MAX_NUM_THREADS") = tilegrad::kMaxNumThreads;
+  m.def("_take_max_isa_env_warning", &tilegrad::take_max_isa_env_warning);
   m.def("get_num_threads", &tilegrad::get_num_threads);
   m.def("set_max_isa", &tilegrad::set_max_isa, py::arg("isa"));
   m.def("max_isa", &tilegrad::max_isa);

@@ -108,4 +108,25 @@ py::array allocate(const OutputSpec& spec) {
   return py::array(numpy_dtype(spec.dtype), shape);
 }
 
+py::array allocate(const OutputSpec& spec, const char* op, const char* arg) {
+  // Bytes as a double: exact enough for the message, and no overflow for any shape.
+  double bytes = static_cast<double>(dtype_size(spec.dtype));
+  for (int64_t d : spec.shape) bytes *= static_cast<double>(d);
+  const auto out_of_memory = [&] {
+    return Error(Status::kInner,
+                 std::string(op) + ": out of memory: " + arg + " of shape " + shape_str(spec.shape) + " (" +
+                     py::str(py::float_(bytes)).cast<std::string>() + " bytes) could not be allocated",
+                 ErrorKind::kMemory);
+  };
+  if (bytes > 9.2e18) throw out_of_memory();  // beyond int64 / NumPy's limit ("array is too big")
+  try {
+    return allocate(spec);
+  } catch (py::error_already_set& e) {
+    if (e.matches(PyExc_MemoryError) || e.matches(PyExc_ValueError)) throw out_of_memory();
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory();
+  }
+}
+
 }  // namespace tilegrad::py_support

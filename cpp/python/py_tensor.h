@@ -23,6 +23,9 @@ py::dtype numpy_dtype(DType d);
 
 // A new C-contiguous array for spec.
 py::array allocate(const OutputSpec& spec);
+// Same, but a failed allocation is a MemoryError naming the operator, the output, its shape and
+// its size in bytes (not NumPy's message alone, nor a ValueError for a size beyond int64).
+py::array allocate(const OutputSpec& spec, const char* op, const char* arg);
 
 // An optional input: empty TensorView for None.
 TensorView optional_view_of(const py::handle& obj, const char* arg);

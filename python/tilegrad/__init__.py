@@ -7,6 +7,8 @@ message the aclnn C ABI reports through ``aclGetRecentErrMsg``; the aclnn status
 exception's ``code`` attribute.
 """
 
+from importlib import metadata as _metadata
+
 from ._runtime import (
     active_isa,
     build_info,
@@ -28,7 +30,8 @@ from ._fused_linear_cross_entropy import (
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._silu_backward import silu_backward
 
-__version__ = "0.1.0"
+# The installed distribution's metadata, written from pyproject.toml (the version's one source).
+__version__ = _metadata.version("tilegrad")
 
 __all__ = [
     "__version__",

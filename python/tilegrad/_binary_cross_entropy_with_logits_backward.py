@@ -5,6 +5,7 @@ from typing import Optional, Union
 import numpy as np
 
 from . import _core
+from ._args import as_operand, check_str
 
 
 def binary_cross_entropy_with_logits_backward(
@@ -32,7 +33,8 @@ def binary_cross_entropy_with_logits_backward(
 
     Args:
         grad_output: upstream gradient; broadcasts (NumPy rules) to ``input.shape`` (a 0-d array
-            for ``"mean"``/``"sum"``, ``input``'s shape for ``"none"``).
+            for ``"mean"``/``"sum"``, ``input``'s shape for ``"none"``). Here and for every other
+            operand, a Python or NumPy scalar is accepted as a 0-d array of ``input``'s dtype.
         input: the logits ``x``.
         target: labels, usually in [0, 1]; same shape as ``input``.
         weight: optional per-element rescaling weight; broadcasts to ``input.shape``.
@@ -51,5 +53,12 @@ def binary_cross_entropy_with_logits_backward(
     input element is read once and each output element written once. The GIL is released while the
     kernel runs.
     """
+    if isinstance(reduction, str):
+        check_str("aclnnBinaryCrossEntropyWithLogitsBackward", "reduction", reduction)
+    # Scalars wherever a 0-d array is accepted (grad_output, weight, pos_weight broadcast; input and
+    # target when the other is 0-d), as arrays of input's dtype.
+    like = input if isinstance(input, np.ndarray) else target
+    grad_output, weight, pos_weight = (as_operand(a, like) for a in (grad_output, weight, pos_weight))
+    input, target = as_operand(input, target), as_operand(target, input)
     return _core.binary_cross_entropy_with_logits_backward(grad_output, input, target, weight, pos_weight,
                                                            reduction, out)

@@ -5,6 +5,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _core
+from ._args import check_bool, check_float, check_int, check_str
+
+_FWD = "aclnnCrossEntropyLoss"
+_GRAD = "aclnnCrossEntropyLossGrad"
 
 
 def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[np.ndarray] = None,
@@ -33,8 +37,8 @@ def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[n
         target: class indices (N,); int64 or int32. A target outside ``[0, C)`` that is not
             ``ignore_index`` raises ``IndexError`` naming the (lowest) row and value.
         weight: optional per-class weights (C,), float32.
-        reduction: ``"none"``, ``"mean"`` or ``"sum"``.
-        ignore_index: target value whose rows are masked out.
+        reduction: ``"none"``, ``"mean"`` or ``"sum"`` (a str; anything else is TypeError/ValueError).
+        ignore_index: target value whose rows are masked out (an int or NumPy integer in int64).
         label_smoothing: in ``[0, 1]``.
         lse_square_scale_for_zloss: z-loss scale ``z`` (0 disables it).
         return_zloss: also return ``zloss`` (the z-terms alone, reduced like the loss) and
@@ -48,8 +52,11 @@ def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[n
     Numerically stable (max, then sum of exp, per row; rows longer than L2 are processed in
     chunks); accumulations in float32/float64, each output rounded once. The GIL is released.
     """
-    return tuple(_core.cross_entropy_loss(input, target, weight, reduction, ignore_index, label_smoothing,
-                                          lse_square_scale_for_zloss, return_zloss, out))
+    return tuple(_core.cross_entropy_loss(input, target, weight, check_str(_FWD, "reduction", reduction),
+                                          check_int(_FWD, "ignore_index", ignore_index),
+                                          check_float(_FWD, "label_smoothing", label_smoothing),
+                                          check_float(_FWD, "lse_square_scale_for_zloss", lse_square_scale_for_zloss),
+                                          check_bool(_FWD, "return_zloss", return_zloss), out))
 
 
 def _is_number(value) -> bool:
@@ -100,5 +107,9 @@ def cross_entropy_loss_grad(grad_loss, log_prob: np.ndarray, target: np.ndarray,
             grad_loss = np.asarray(grad_loss, dtype=log_prob.dtype)
         if _is_number(grad_zloss):
             grad_zloss = np.asarray(grad_zloss, dtype=log_prob.dtype)
-    return _core.cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, reduction,
-                                         ignore_index, label_smoothing, lse_square_scale_for_zloss, out)
+    return _core.cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss,
+                                         check_str(_GRAD, "reduction", reduction),
+                                         check_int(_GRAD, "ignore_index", ignore_index),
+                                         check_float(_GRAD, "label_smoothing", label_smoothing),
+                                         check_float(_GRAD, "lse_square_scale_for_zloss", lse_square_scale_for_zloss),
+                                         out)

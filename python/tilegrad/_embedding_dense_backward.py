@@ -5,8 +5,9 @@ from typing import Optional
 import numpy as np
 
 from . import _core
+from ._args import check_bool, check_int, check_optional_int
 
-_INT64_MAX = 2**63 - 1
+_OP = "aclnnEmbeddingDenseBackward"
 
 
 def embedding_dense_backward(grad_output: np.ndarray, indices: np.ndarray, num_weights: int,
@@ -31,10 +32,10 @@ def embedding_dense_backward(grad_output: np.ndarray, indices: np.ndarray, num_w
         indices: the looked-up rows, rank 1..8; int64, int32, int16, int8, uint8, bool, float32,
             float16 or float64 (floats are truncated toward zero). Every index must be in
             ``[0, num_weights)``.
-        num_weights: rows of the embedding weight (``>= 0``).
-        padding_idx: the row that gets no gradient; ``None`` or any value outside
-            ``[0, num_weights)`` (e.g. -1) means none.
-        scale_grad_by_freq: divide each row's sum by how often its index occurs.
+        num_weights: rows of the embedding weight (``>= 0``; an int or NumPy integer).
+        padding_idx: the row that gets no gradient (an int or NumPy integer in int64); ``None``
+            or any value outside ``[0, num_weights)`` (e.g. -1) means none.
+        scale_grad_by_freq: divide each row's sum by how often its index occurs (a bool).
         out: optional result array of shape ``(num_weights, D)``, float32, float16 or bfloat16
             (its dtype may differ from ``grad_output``'s), any strides. Every element is written.
 
@@ -43,14 +44,16 @@ def embedding_dense_backward(grad_output: np.ndarray, indices: np.ndarray, num_w
 
     Raises:
         IndexError: an index is negative or ``>= num_weights`` (the lowest such position is named).
-        ValueError: bad dtype, rank or shape.
+        ValueError: bad dtype, rank or shape; an int argument outside int64.
+        TypeError: an argument of the wrong type (e.g. ``num_weights=4.7``, ``scale_grad_by_freq='no'``).
+        MemoryError: the output or the workspace cannot be allocated (operator and size named).
 
     Deterministic: each row is summed in index order in float32, whatever the thread count.
     The GIL is released while the kernel runs.
     """
+    num_weights = check_int(_OP, "num_weights", num_weights)
+    padding_idx = check_optional_int(_OP, "padding_idx", padding_idx)
+    scale_grad_by_freq = check_bool(_OP, "scale_grad_by_freq", scale_grad_by_freq)
     if padding_idx is None or not (0 <= padding_idx < num_weights):
         padding_idx = -1
-    if num_weights > _INT64_MAX:
-        raise ValueError(f"aclnnEmbeddingDenseBackward: numWeights must be at most {_INT64_MAX}, got {num_weights}")
-    return _core.embedding_dense_backward(grad_output, indices, int(num_weights), int(padding_idx),
-                                          bool(scale_grad_by_freq), out)
+    return _core.embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, out)

@@ -5,6 +5,7 @@
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
 #include "core/acl_tensor.h"
+#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
@@ -166,7 +167,7 @@ void binary_cross_entropy_with_logits_backward(const TensorView& grad_output, co
                                                const TensorView& out) {
   ops::BceBackwardLaunch launch(grad_output, self, target, ops::optional(weight), ops::optional(pos_weight),
                                 reduction, out);
-  core::run_now(launch);
+  core::run_now_named(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -30,6 +30,14 @@ Reduction require_attributes(const char* op, const char* reduction, double label
   return r;
 }
 
+void require_plain_reduction(const char* op, const std::string& reduction) {
+  if (reduction.find('\0') == std::string::npos) return;
+  std::string shown;
+  for (char c : reduction) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+  core::fail(Status::kParamInvalid, op, ": reduction must be one of none, mean, sum, got '", shown,
+             "' (contains a NUL character)");
+}
+
 const char* reduction_name(Reduction r) {
   switch (r) {
     case Reduction::kNone: return "none";

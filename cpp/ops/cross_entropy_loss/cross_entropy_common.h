@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tilegrad/tensor_view.hpp"
@@ -16,6 +17,9 @@ enum class Reduction : int { kNone = 0, kMean = 1, kSum = 2 };
 bool parse_reduction(const char* s, Reduction* out);
 // 161002 naming op unless the reduction parses and 0 <= labelSmoothing <= 1.
 Reduction require_attributes(const char* op, const char* reduction, double label_smoothing);
+// The native API's reduction string: an embedded NUL ("mean\0x") would be read as "mean" through
+// c_str(), so it is an error naming the whole string.
+void require_plain_reduction(const char* op, const std::string& reduction);
 const char* reduction_name(Reduction r);
 
 // An optional tensor was given (C ABI: non-null; C++/Python: not an empty TensorView).

@@ -8,6 +8,7 @@
 
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "core/acl_tensor.h"
+#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -134,14 +135,21 @@ class CrossEntropyLossLaunch final : public core::Launch {
     // uses vcvtneps2bf16).
     fused_ = tiling_.num_chunks == 1 && in_contiguous_ && out_contiguous_ && a_.input.dtype != DType::kBFloat16;
     // workspace: per-row loss, z-term and lse (doubles) | contiguous weight | per-tile gather buffers
-    bytes_rows_ = align(static_cast<uint64_t>(rows_) * 3 * 8);
-    bytes_weight_ = want_wx_ && ce::weight_needs_copy(a_.weight) ? align(static_cast<uint64_t>(cols_) * 4) : 0;
-    bytes_tile_ = (in_contiguous_ && out_contiguous_) ? 0 : align(static_cast<uint64_t>(tiling_.chunk_cols) * es_ * 2);
+    // Every size checked: a workspace that does not fit int64 is a 161002, never a wrapped size.
+    core::WorkspaceLayout layout(kOp);
+    layout.take("workspace per-row sums", rows_, 3 * 8);
+    bytes_rows_ = static_cast<uint64_t>(layout.bytes());
+    if (want_wx_ && ce::weight_needs_copy(a_.weight)) layout.take("workspace weight copy", cols_, 4);
+    bytes_weight_ = static_cast<uint64_t>(layout.bytes()) - bytes_rows_;
+    bytes_tile_ = (in_contiguous_ && out_contiguous_)
+                      ? 0
+                      : static_cast<uint64_t>(core::checked_align64(
+                            kOp, "workspace tile buffers", core::checked_mul(kOp, "workspace tile buffers", tiling_.chunk_cols, es_ * 2)));
+    layout.take("workspace tile buffers", tiling_.num_tiles, static_cast<int64_t>(bytes_tile_));
+    workspace_bytes_ = static_cast<uint64_t>(layout.bytes());
   }
 
-  uint64_t workspace_bytes() const override {
-    return bytes_rows_ + bytes_weight_ + bytes_tile_ * static_cast<uint64_t>(tiling_.num_tiles);
-  }
+  uint64_t workspace_bytes() const override { return workspace_bytes_; }
 
   void run(void* workspace) override {
     char* ws = static_cast<char*>(workspace);
@@ -290,6 +298,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
   bool in_contiguous_ = true, out_contiguous_ = true, want_wx_ = false, fused_ = false;
   uint64_t bytes_rows_ = 0, bytes_weight_ = 0, bytes_tile_ = 0;
   CrossEntropyLossTiling tiling_;
+  uint64_t workspace_bytes_ = 0;
   CeStatsFn stats_ = nullptr;
   CeLogProbFn log_prob_ = nullptr;
 };
@@ -302,6 +311,7 @@ namespace tilegrad {
 CrossEntropyLossOutputSpecs cross_entropy_loss_output_specs(const TensorView& input, const TensorView& target,
                                                             const std::string& reduction) {
   ops::validate_inputs(input, target, TensorView{});
+  ops::ce::require_plain_reduction(ops::kOp, reduction);
   const ops::ce::Reduction r = ops::ce::require_attributes(ops::kOp, reduction.c_str(), 0.0);
   const int64_t n = input.shape[0];
   CrossEntropyLossOutputSpecs s;
@@ -316,10 +326,11 @@ CrossEntropyLossOutputSpecs cross_entropy_loss_output_specs(const TensorView& in
 void cross_entropy_loss(const TensorView& input, const TensorView& target, const TensorView& weight,
                         const CrossEntropyOptions& o, const TensorView& loss, const TensorView& log_prob,
                         const TensorView& zloss, const TensorView& lse_for_zloss) {
+  ops::ce::require_plain_reduction(ops::kOp, o.reduction);
   ops::LossArgs a{input, target, weight, loss, log_prob, zloss, lse_for_zloss,
                   o.reduction.c_str(), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
   ops::CrossEntropyLossLaunch launch(a);
-  core::run_now(launch);
+  core::run_now_named(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

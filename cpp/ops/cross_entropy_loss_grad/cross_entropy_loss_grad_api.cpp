@@ -7,6 +7,7 @@
 
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "core/acl_tensor.h"
+#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -107,7 +108,9 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override {
-    return use_weight_vector_ && ce::weight_needs_copy(a_.weight) ? static_cast<uint64_t>(cols_) * 4 : 0;
+    return use_weight_vector_ && ce::weight_needs_copy(a_.weight)
+               ? static_cast<uint64_t>(core::checked_mul(kOp, "workspace weight copy", cols_, 4))
+               : 0;
   }
 
   void run(void* workspace) override {
@@ -203,10 +206,11 @@ namespace tilegrad {
 void cross_entropy_loss_grad(const TensorView& grad_loss, const TensorView& log_prob, const TensorView& target,
                              const TensorView& weight, const TensorView& grad_zloss, const TensorView& lse_for_zloss,
                              const CrossEntropyOptions& o, const TensorView& x_grad) {
+  ops::ce::require_plain_reduction(ops::kOp, o.reduction);
   ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad,
                   o.reduction.c_str(), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
   ops::CrossEntropyLossGradLaunch launch(a);
-  core::run_now(launch);
+  core::run_now_named(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

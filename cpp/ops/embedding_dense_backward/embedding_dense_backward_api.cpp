@@ -6,6 +6,7 @@
 
 #include "aclnnop/aclnn_embedding_dense_backward.h"
 #include "core/acl_tensor.h"
+#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -68,6 +69,12 @@ void validate(const TensorView& grad, const TensorView& indices, uint64_t num_we
   core::require_no_partial_overlap(kOp, "out", out, "indices", indices, false);
 }
 
+// A sort entry of the sparse path: positions are distinct, so the order is total (and stable).
+struct RowAndPosition {
+  int64_t row, position;
+  bool operator<(const RowAndPosition& o) const { return row != o.row ? row < o.row : position < o.position; }
+};
+
 class EmbeddingDenseBackwardLaunch final : public core::Launch {
  public:
   EmbeddingDenseBackwardLaunch(const TensorView& grad, const TensorView& indices, uint64_t num_weights,
@@ -117,6 +124,7 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
       core::parallel_for(A, A, [&](int64_t tile) { kernel_(zero, V * tile / A, V * (tile + 1) / A); });
       return;
     }
+    if (t.sparse) return run_sparse(static_cast<char*>(workspace));
     char* ws = static_cast<char*>(workspace);
     int64_t* keys = reinterpret_cast<int64_t*>(ws + t.keys_offset);
     int64_t* src = reinterpret_cast<int64_t*>(ws + t.src_offset);
@@ -226,6 +234,81 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
   }
 
  private:
+  // Rows far outnumber indices: sort (row, position) pairs (O(L log L), workspace O(L)) instead of
+  // counting rows. The sorted order is the counting sort's (by row, index order within a row) and
+  // each row is summed by the same kernel, so the bits are the same as the dense path's.
+  void run_sparse(char* ws) {
+    const EmbeddingDenseBackwardTiling& t = tiling_;
+    const int64_t L = t.num_indices, V = t.num_weights;
+    int64_t* keys = reinterpret_cast<int64_t*>(ws + t.keys_offset);
+    int64_t* src = reinterpret_cast<int64_t*>(ws + t.src_offset);
+    auto* pairs = reinterpret_cast<RowAndPosition*>(ws + t.pairs_offset);
+    int64_t* scratch = reinterpret_cast<int64_t*>(ws + t.scratch_offset);
+    const int S = t.sort_tiles, A = t.accum_tiles;
+
+    // 1. Convert and check the indices (the lowest bad position wins), then sort by (row, position).
+    core::parallel_for(S, S, [&](int64_t c) {
+      const int64_t b = c * t.sort_chunk, e = std::min(L, b + t.sort_chunk);
+      scratch[c] = convert_indices(index_, b, e, V, keys, nullptr);
+    });
+    for (int c = 0; c < S; ++c)
+      if (scratch[c] >= 0) report_bad_index(scratch[c]);
+    for (int64_t i = 0; i < L; ++i) pairs[i] = RowAndPosition{keys[i], i};
+    std::sort(pairs, pairs + L);
+    for (int64_t i = 0; i < L; ++i) {
+      keys[i] = pairs[i].row;
+      src[i] = offset_of(grad_rows_, pairs[i].position);
+    }
+
+    // 2. Output rows split into A ranges of equal cost; each tile zeroes its untouched runs and sums
+    //    its touched rows one at a time.
+    const auto entries_before = [&](int64_t r) { return std::lower_bound(keys, keys + L, r) - keys; };
+    const auto cost_before = [&](int64_t r) {
+      return static_cast<double>(entries_before(r)) * static_cast<double>(t.grad_row_cost) +
+             static_cast<double>(r) * static_cast<double>(t.out_row_cost);
+    };
+    const double total = cost_before(V);
+    int64_t* bounds = scratch + S;
+    bounds[0] = 0;
+    for (int a = 1; a < A; ++a) {
+      const double target = total * a / A;
+      int64_t lo = bounds[a - 1], hi = V;
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (cost_before(mid) < target)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      bounds[a] = lo;
+    }
+    bounds[A] = V;
+    core::parallel_for(A, A, [&](int64_t a) {
+      const int64_t r1 = bounds[a + 1];
+      int64_t r = bounds[a], i = entries_before(r);
+      EmbRowsArgs zero = args_;
+      zero.starts = nullptr;
+      while (r < r1) {
+        const int64_t row = i < L ? std::min(keys[i], r1) : r1;
+        if (row > r) kernel_(zero, r, row);  // untouched rows [r, row)
+        if (row == r1) break;
+        int64_t j = i;
+        while (j < L && keys[j] == row) ++j;
+        // One row through the dense kernel: starts {i, j} for local row 0 at the row's address.
+        const int64_t starts[2] = {i, j};
+        EmbRowsArgs one = args_;
+        one.out += row * args_.out_row_bytes;
+        one.starts = starts;
+        one.src = src;
+        one.src_count = L;
+        one.padding = row == args_.padding ? 0 : -1;
+        kernel_(one, 0, 1);
+        r = row + 1;
+        i = j;
+      }
+    });
+  }
+
   // Cost of output rows [0, r): gradient rows read plus output rows written.
   double cost(const int64_t* starts, int64_t r) const {
     return static_cast<double>(starts[r]) * static_cast<double>(tiling_.grad_row_cost) +
@@ -270,7 +353,7 @@ void embedding_dense_backward(const TensorView& grad, const TensorView& indices,
   core::check(num_weights >= 0, ops::kOp, ": numWeights must be >= 0, got ", num_weights);
   ops::EmbeddingDenseBackwardLaunch launch(grad, indices, static_cast<uint64_t>(num_weights),
                                            static_cast<uint64_t>(padding_idx), scale_grad_by_freq, out);
-  core::run_now(launch);
+  core::run_now_named(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -17,6 +17,11 @@ struct EmbeddingDenseBackwardTiling {
   // No sort, workspace 0: L == 0 (out is all zeros) or out has no elements (indices only checked).
   bool empty = true;
 
+  // Rows far outnumber indices (V > kSparseRowsPerIndex * L): the indices are sorted by comparison
+  // instead of counted (workspace O(L) instead of O(V); same sorted order, so the same bits) and the
+  // accumulation walks the touched rows, zeroing the gaps between them.
+  bool sparse = false;
+
   // Counting sort of the indices (stable, O(L + V)): tile c converts and checks indices
   // [c * sort_chunk, min(L, (c + 1) * sort_chunk)) and counts them in its own histogram.
   int sort_tiles = 0;
@@ -47,11 +52,17 @@ struct EmbeddingDenseBackwardTiling {
   int64_t scratch_offset = 0; // int64[max(sort_tiles, prefix_tiles) + prefix_tiles + accum_tiles + 1]:
                               // first bad position per sort tile / prefix partial sums, the largest
                               // row count per prefix tile, then the row bounds of the accum tiles
+  // Sparse path: keys (sorted in place), src and scratch as above, plus
+  int64_t pairs_offset = 0;   // int64[2 * L]  (row, position) pairs sorted by row, then position
   int64_t workspace_bytes = 0;
 
   Isa isa = Isa::kScalar;
 };
 
+// Sparse path above this many output rows per index.
+constexpr int64_t kSparseRowsPerIndex = 16;
+
+// Every size is overflow-checked: a workspace that does not fit int64 throws 161002.
 // grad_elem / out_elem: element sizes in bytes; out_rows_packed: out is one contiguous (V, D) block,
 // so untouched rows form contiguous runs that can be streamed.
 TILEGRAD_API EmbeddingDenseBackwardTiling embedding_dense_backward_tiling(int64_t num_indices, int64_t num_weights,

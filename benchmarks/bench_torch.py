@@ -1,0 +1,271 @@
+"""tilegrad.torch vs torch eager: forward + backward through autograd, same inputs, one process.
+
+    python benchmarks/bench_torch.py [--quick] [--reps N]
+
+Each contender computes the loss (or output) and its gradient with ``torch.autograd.grad`` (autograd
+allocates the gradient, so there is no reused-output mode); times are the minimum over repetitions,
+interleaved between contenders. Cases and the issue's targets (tilegrad / torch speedup):
+
+- cross_entropy N=8192, C=32000, float32 and bfloat16: >= 2.5x
+- embedding V=32000, D=4096, 8192 tokens (float32): backward >= 5x (forward+backward also shown)
+- binary_cross_entropy_with_logits 4096x1024, weight (N, C) + pos_weight (C,): >= 3x
+- silu 16M bfloat16: >= 1.2x
+- per-call overhead of torch.ops.tilegrad.silu_backward over tilegrad.silu_backward on NumPy arrays
+  (fresh output), 1K float32 elements: <= 15 us
+- interleaved torch and tilegrad calls vs the sum of each alone: no slowdown beyond a few percent
+- what cross_entropy saves for backward (torch.autograd.graph.saved_tensors_hooks): only log_prob
+
+Large outputs: autograd's (and tilegrad.torch's) outputs are fresh torch allocations. On a machine whose
+transparent huge pages are in "madvise" mode, torch's CPU allocator leaves them on 4 KB pages (NumPy
+madvises its large arrays) unless ``THP_MEM_ALLOC_ENABLE=1`` is set before torch starts; the first
+touch of a 1 GB output then costs more than the kernel. Run once plain and once with
+``THP_MEM_ALLOC_ENABLE=1`` (the header says which) to see both.
+"""
+
+import argparse
+import gc
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import compare, print_table  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tilegrad as tg  # noqa: E402
+import tilegrad.torch as tgt  # noqa: E402
+from tilegrad.torch._tensor import as_numpy  # noqa: E402
+
+
+def grad_of(fn, *leaves):
+    """A contender: fn() builds the loss, autograd computes the gradients of ``leaves``."""
+    def run():
+        return torch.autograd.grad(fn(), leaves)
+    return run
+
+
+def cross_entropy_case(rows, classes, dtype, reps):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(rows, classes, generator=g) * 2).to(dtype).requires_grad_()
+    t = torch.randint(0, classes, (rows,), generator=g)
+    name = {torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype]
+    row = compare(f"cross_entropy {name} N={rows} C={classes}", {
+        "torch": grad_of(lambda: F.cross_entropy(x, t), x),
+        "tilegrad": grad_of(lambda: tgt.cross_entropy(x, t), x),
+    }, baseline="torch", reps=reps)
+    row["extra"] = {"target": ">= 2.5x"}
+    return row
+
+
+def kernel_floor_rows(rows, classes, vocab, dim, tokens, reps):
+    """The same work on tilegrad's NumPy entry points into preallocated outputs (no autograd, no fresh
+    allocation): how much of the autograd time is the kernels and how much is allocation/first touch."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        x = (torch.randn(rows, classes, generator=g) * 2).to(dtype)
+        t = torch.randint(0, classes, (rows,), generator=g)
+        log_prob, grad = torch.empty_like(x), torch.empty_like(x)
+        xn, tn, lpn, gn = as_numpy(x), as_numpy(t), as_numpy(log_prob), as_numpy(grad)
+        one = np.ones((), dtype=xn.dtype)
+
+        def ce_kernels():
+            tg.cross_entropy_loss(xn, tn, out=lpn)
+            tg.cross_entropy_loss_grad(one, lpn, tn, out=gn)
+
+        name = {torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype]
+        out.append(compare(f"cross_entropy {name} N={rows} C={classes} fwd+bwd", {
+            "torch autograd": grad_of(lambda: F.cross_entropy(x.requires_grad_(), t), x),
+            "tilegrad kernels reused": ce_kernels,
+        }, baseline="torch autograd", reps=reps))
+        del x, log_prob, grad, xn, lpn, gn
+        gc.collect()
+    w = torch.randn(vocab, dim, generator=g).requires_grad_()
+    ids = torch.randint(0, vocab, (tokens,), generator=g)
+    up = torch.randn(tokens, dim, generator=g)
+    grad_w = torch.empty(vocab, dim)
+    upn, idn, gwn = as_numpy(up), as_numpy(ids), as_numpy(grad_w)
+    emb = F.embedding(ids, w)
+    out.append(compare(f"embedding backward V={vocab} D={dim} tokens={tokens}", {
+        "torch autograd": lambda: torch.autograd.grad(emb, w, up, retain_graph=True),
+        "tilegrad kernels reused": lambda: tg.embedding_dense_backward(upn, idn, vocab, -1, False, out=gwn),
+    }, baseline="torch autograd", reps=reps))
+    return out
+
+
+def embedding_cases(vocab, dim, tokens, reps):
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(vocab, dim, generator=g).requires_grad_()
+    ids = torch.randint(0, vocab, (tokens,), generator=g)
+    up = torch.randn(tokens, dim, generator=g)
+    both = compare(f"embedding fwd+bwd V={vocab} D={dim} tokens={tokens}", {
+        "torch": lambda: torch.autograd.grad(F.embedding(ids, w), w, up),
+        "tilegrad": lambda: torch.autograd.grad(tgt.embedding(ids, w), w, up),
+    }, baseline="torch", reps=reps)
+    out_torch, out_tilegrad = F.embedding(ids, w), tgt.embedding(ids, w)  # graphs kept for backward-only timing
+    backward = compare(f"embedding backward only V={vocab} D={dim} tokens={tokens}", {
+        "torch": lambda: torch.autograd.grad(out_torch, w, up, retain_graph=True),
+        "tilegrad": lambda: torch.autograd.grad(out_tilegrad, w, up, retain_graph=True),
+    }, baseline="torch", reps=reps)
+    both["extra"] = {"target": ""}
+    backward["extra"] = {"target": ">= 5x"}
+    return [both, backward]
+
+
+def bce_case(rows, cols, reps):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(rows, cols, generator=g).requires_grad_()
+    y = torch.rand(rows, cols, generator=g)
+    w = torch.rand(rows, cols, generator=g)
+    pw = torch.rand(cols, generator=g) * 3
+    row = compare(f"bce_with_logits weight+pos_weight {rows}x{cols}", {
+        "torch": grad_of(lambda: F.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), x),
+        "tilegrad": grad_of(lambda: tgt.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), x),
+    }, baseline="torch", reps=reps)
+    row["extra"] = {"target": ">= 3x"}
+    return row
+
+
+def silu_case(n, reps):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(n, generator=g) * 4).to(torch.bfloat16).requires_grad_()
+    up = torch.randn(n, generator=g).to(torch.bfloat16)
+    row = compare(f"silu bf16 {n >> 20}M", {
+        "torch": lambda: torch.autograd.grad(F.silu(x), x, up),
+        "tilegrad": lambda: torch.autograd.grad(tgt.silu(x), x, up),
+    }, baseline="torch", reps=reps)
+    row["extra"] = {"target": ">= 1.2x"}
+    return row
+
+
+def per_call_overhead(n, reps, calls=200):
+    """Microseconds per call: the torch op vs the NumPy entry point, both allocating the output."""
+    grad, x = torch.randn(n), torch.randn(n)
+    grad_np, x_np = as_numpy(grad), as_numpy(x)
+
+    def loop(fn):
+        def run():
+            for _ in range(calls):
+                fn()
+        return run
+
+    row = compare(f"per-call: silu_backward fp32 {n} elements x {calls} calls", {
+        "numpy": loop(lambda: tg.silu_backward(grad_np, x_np)),
+        "torch.ops": loop(lambda: torch.ops.tilegrad.silu_backward(grad, x)),
+    }, baseline="numpy", reps=reps)
+    t = row["times"]
+    overhead_us = (t["torch.ops"] - t["numpy"]) / calls * 1e6
+    return {"numpy us/call": t["numpy"] / calls * 1e6, "torch.ops us/call": t["torch.ops"] / calls * 1e6,
+            "overhead us": overhead_us}
+
+
+def interleaving(reps):
+    """A tilegrad call (cross entropy fwd+bwd) and a torch call (a float32 GEMM, torch's own threads),
+    each alone and alternating: the alternating pair should take about the sum of the two."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(512, 32000, generator=g).requires_grad_()
+    t = torch.randint(0, 32000, (512,), generator=g)
+    a, b = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
+    tilegrad_call = grad_of(lambda: tgt.cross_entropy(x, t), x)
+    torch_call = lambda: a @ b  # noqa: E731
+
+    def pair():
+        tilegrad_call()
+        torch_call()
+
+    row = compare("interleaved", {"tilegrad": tilegrad_call, "torch": torch_call, "pair": pair},
+                  baseline="pair", reps=reps)
+    times = row["times"]
+    alone = times["tilegrad"] + times["torch"]
+    return {"tilegrad ms": times["tilegrad"] * 1e3, "torch ms": times["torch"] * 1e3, "sum ms": alone * 1e3,
+            "interleaved ms": times["pair"] * 1e3, "slowdown %": (times["pair"] / alone - 1) * 100}
+
+
+def saved_tensors(fn, *leaves):
+    """(shape, dtype, bytes, data pointer) of every tensor autograd saves while fn() runs
+    (saved_tensors_hooks); a tensor saved twice (same memory) appears twice with the same pointer."""
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), str(t.dtype).replace("torch.", ""), t.numel() * t.element_size(),
+                      t.data_ptr()))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = fn()
+    torch.autograd.grad(loss, leaves)
+    return saved
+
+
+def cross_entropy_saved(rows, classes):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(rows, classes, generator=g).requires_grad_()
+    t = torch.randint(0, classes, (rows,), generator=g)
+    return {"torch": saved_tensors(lambda: F.cross_entropy(x, t), x),
+            "tilegrad": saved_tensors(lambda: tgt.cross_entropy(x, t), x),
+            "tilegrad z-loss": saved_tensors(lambda: tgt.cross_entropy(x, t, z_loss_scale=1e-4), x)}
+
+
+def markdown(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, 3 repetitions")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (tilegrad follows); "
+                        "default: torch's")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    reps = 3 if args.quick else args.reps
+    scale = 8 if args.quick else 1
+    print(f"# tilegrad.torch {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__} eager, "
+          f"{torch.get_num_threads()} threads, forward+backward through autograd, min of {reps}, "
+          f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
+
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        rows.append(cross_entropy_case(8192 // scale, 32000, dtype, reps))
+        gc.collect()
+    rows += embedding_cases(32000 // scale, 4096 // scale, 8192, reps)
+    gc.collect()
+    rows.append(bce_case(4096 // scale, 1024, reps))
+    rows.append(silu_case((16 << 20) // scale, reps))
+    gc.collect()
+    print_table(rows, "forward + backward through autograd")
+    print()
+    print_table(kernel_floor_rows(8192 // scale, 32000, 32000 // scale, 4096 // scale, 8192, reps),
+                "kernel floor: tilegrad's NumPy entry points into reused outputs (no autograd allocation)")
+
+    overhead = per_call_overhead(1024, max(reps, 25))  # short loops, many reps: the least-disturbed one
+    print()
+    markdown(["per-call (1K fp32 silu_backward, fresh output)", "NumPy entry us", "torch.ops us", "overhead us",
+              "target"], [["tilegrad", f"{overhead['numpy us/call']:.1f}", f"{overhead['torch.ops us/call']:.1f}",
+                           f"{overhead['overhead us']:.1f}", "<= 15 us"]])
+
+    inter = interleaving(reps)
+    print()
+    markdown(["interleaving", "tilegrad CE 512x32000 fwd+bwd ms", "torch GEMM 1024^3 ms", "sum alone ms",
+              "alternating ms", "slowdown", "target"],
+             [["tilegrad + torch", f"{inter['tilegrad ms']:.2f}", f"{inter['torch ms']:.2f}",
+               f"{inter['sum ms']:.2f}", f"{inter['interleaved ms']:.2f}", f"{inter['slowdown %']:+.1f}%",
+               "a few %"]])
+
+    saved = cross_entropy_saved(1024, 32000)
+    print()
+    markdown(["cross_entropy 1024x32000 fp32 saves", "tensors (shape dtype)", "distinct bytes"],
+             [[name, ", ".join(f"{s} {d}" for s, d, _, _ in items),
+               f"{sum({p: b for _, _, b, p in items}.values()):,}"] for name, items in saved.items()])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,813 @@
+#!/usr/bin/env python3
+"""Train a small language model on the CPU with tilegrad, side by side with plain PyTorch.
+
+    python examples/train_lm.py                 # tilegrad path; a few minutes on 2 cores, no download
+    python examples/train_lm.py --baseline      # the same model with PyTorch's own ops
+    python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
+
+The model is a decoder-only transformer written once in plain PyTorch (token and position embedding,
+RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU MLP, LM head tied to the
+token embedding unless --tie 0). The two
+paths differ only in three functions (``TilegradOps`` vs ``TorchOps`` below):
+
+    embedding  tilegrad.torch.embedding              F.embedding
+    SiLU       tilegrad.torch.silu                   F.silu
+    loss       tilegrad.torch.linear_cross_entropy   F.cross_entropy(F.linear(hidden, W), target)
+               (fused: the batch x time x vocabulary logits never exist during training)
+
+Data: the Python documentation that ships inside CPython (``pydoc_data.topics``), or ``--text FILE``;
+a byte-level BPE tokenizer (``tokenizers``) trained on the training split and cached on disk; every
+10th documentation topic (of a single --text file: its last 10%) is held out for validation.
+
+``--out DIR`` gets ``log.jsonl`` (one JSON record per step and per validation), ``summary.json`` and
+``checkpoint.pt``; ``--resume DIR`` continues from that checkpoint with the same losses as an
+uninterrupted run (batches depend only on the seed and the step). Ctrl-C saves a checkpoint first.
+"""
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CHECKPOINT = "checkpoint.pt"
+LOG = "log.jsonl"
+SUMMARY = "summary.json"
+PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order
+
+# Defaults, and what --quick changes (any flag given on the command line wins over both).
+DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
+                vocab=8192, eval_interval=50, eval_batches=6, sample_tokens=120, seed=0, dtype="float32",
+                timing_rounds=10, tie=1)
+QUICK = dict(steps=30, batch_size=8, context=64, dim=64, layers=2, heads=2, ffn_dim=176, vocab=512,
+             eval_interval=10, eval_batches=2, sample_tokens=24, timing_rounds=3, threads=1)
+# Options a resumed run may change; everything else comes from the checkpoint.
+RESUMABLE = ("steps", "threads", "sample_tokens")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = p.add_argument_group("what to run")
+    run.add_argument("--baseline", action="store_true", help="PyTorch's own ops instead of tilegrad")
+    run.add_argument("--compare", action="store_true",
+                     help="train both paths from the same seed (one fresh process each), write loss.png "
+                          "and a summary table")
+    run.add_argument("--quick", action="store_true", help="a tiny model for a few seconds (tests, smoke)")
+    run.add_argument("--out", type=Path, default=None,
+                     help="output directory (default: runs/train_lm, or runs/train_lm_quick with --quick)")
+    run.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                     help="continue the run saved in DIR (its checkpoint.pt); results go to DIR")
+    run.add_argument("--stop-at", type=int, default=None, metavar="STEP",
+                     help="stop after STEP steps and save a checkpoint, exactly as Ctrl-C would")
+    train = p.add_argument_group("training")
+    train.add_argument("--steps", type=int, help=f"optimizer steps (default {DEFAULTS['steps']})")
+    train.add_argument("--batch-size", type=int, help=f"sequences per step (default {DEFAULTS['batch_size']})")
+    train.add_argument("--lr", type=float, help=f"peak AdamW learning rate (default {DEFAULTS['lr']})")
+    train.add_argument("--dtype", choices=("float32", "bfloat16"),
+                       help="float32, or bfloat16 through CPU autocast (default float32)")
+    train.add_argument("--threads", type=int,
+                       help="torch (and so tilegrad) threads (default: torch's; 1 with --quick)")
+    train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default 0)")
+    train.add_argument("--eval-interval", type=int, help="steps between validations (default 50)")
+    train.add_argument("--eval-batches", type=int, help="validation batches per evaluation (default 6)")
+    model = p.add_argument_group("model and data")
+    model.add_argument("--context", type=int, help=f"tokens per sequence (default {DEFAULTS['context']})")
+    model.add_argument("--dim", type=int, help=f"model width (default {DEFAULTS['dim']})")
+    model.add_argument("--layers", type=int, help=f"transformer blocks (default {DEFAULTS['layers']})")
+    model.add_argument("--heads", type=int, help=f"attention heads (default {DEFAULTS['heads']})")
+    model.add_argument("--ffn-dim", type=int, help=f"SwiGLU hidden width (default {DEFAULTS['ffn_dim']})")
+    model.add_argument("--tie", type=int, choices=(0, 1),
+                       help="1: the LM head shares the token embedding's weight, 0: its own (default 1)")
+    model.add_argument("--vocab", type=int, help=f"BPE vocabulary size (default {DEFAULTS['vocab']})")
+    model.add_argument("--text", type=Path, default=None,
+                       help="train on this UTF-8 text file (default: CPython's pydoc_data.topics)")
+    model.add_argument("--corpus", choices=("pydoc", "stdlib"), default="pydoc",
+                       help="built-in text when no --text: the Python documentation (default) or the "
+                            "standard library's source (for large vocabularies)")
+    model.add_argument("--cache-dir", type=Path, default=None,
+                       help="tokenizer cache (default: $XDG_CACHE_HOME or ~/.cache, then tilegrad/train_lm)")
+    model.add_argument("--sample-tokens", type=int, help="tokens generated at the end (default 120)")
+    run.add_argument("--timing-rounds", type=int,
+                     help="--compare: rounds of alternating tilegrad / PyTorch steps timed in one process "
+                          "(default 10)")
+    return p
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parses argv and fills every option left unset from --quick's values, then the defaults."""
+    args = build_parser().parse_args(argv)
+    args.given = sorted(k for k in (*DEFAULTS, "threads") if getattr(args, k) is not None)
+    # --quick: one thread, as a model this small spends more on waking threads than on arithmetic
+    for key, value in {**DEFAULTS, **(QUICK if args.quick else {})}.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.out is None:
+        args.out = args.resume or Path("runs") / ("train_lm_quick" if args.quick else "train_lm")
+    check_args(args)
+    return args
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Rejects values that cannot work, naming the flag and the value."""
+    positive = ("steps", "batch_size", "context", "dim", "layers", "heads", "ffn_dim", "eval_interval",
+                "eval_batches", "timing_rounds")
+    for name in positive:
+        if getattr(args, name) < 1:
+            raise SystemExit(f"train_lm: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.dim % args.heads:
+        raise SystemExit(f"train_lm: --dim must be a multiple of --heads ({args.heads}), got {args.dim}")
+    if args.vocab < 260:
+        raise SystemExit(f"train_lm: --vocab must be >= 260 (256 bytes + specials), got {args.vocab}")
+    if not args.lr > 0:
+        raise SystemExit(f"train_lm: --lr must be > 0, got {args.lr}")
+    if args.threads is not None and args.threads < 1:
+        raise SystemExit(f"train_lm: --threads must be >= 1, got {args.threads}")
+    if args.compare and (args.baseline or args.resume):
+        raise SystemExit("train_lm: --compare runs both paths itself; resume one of them with "
+                         "--resume OUT/tilegrad or --resume OUT/pytorch")
+    if args.text is not None and not args.text.is_file():
+        raise SystemExit(f"train_lm: --text must be a readable file, got {args.text}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Data: text -> cached byte-level BPE -> token ids, a held-out split, batches that depend on (seed, step)
+# ----------------------------------------------------------------------------------------------------
+
+def load_documents(path: Optional[Path], corpus: str = "pydoc") -> List[str]:
+    """The user's file (one document), or text that ships with CPython, nothing downloaded:
+    "pydoc" = the Python documentation (pydoc_data.topics: 79 topics, ~460k characters);
+    "stdlib" = the standard library's top-level modules (~170 .py files, ~4.7M characters), large
+    enough for a 32k vocabulary."""
+    if path is not None:
+        return [path.read_text(encoding="utf-8")]
+    if corpus == "stdlib":
+        lib = Path(sysconfig.get_paths()["stdlib"])
+        return [f.read_text(encoding="utf-8", errors="replace") for f in sorted(lib.glob("*.py"))]
+    from pydoc_data.topics import topics
+    return [topics[name].strip() + "\n" for name in sorted(topics)]
+
+
+def split_documents(docs: List[str]) -> Tuple[str, str]:
+    """(train, validation) text: every 10th document held out, or, for a single document, its last
+    10% (cut at a line break)."""
+    if len(docs) >= 10:
+        return "\n".join(d for i, d in enumerate(docs) if i % 10 != 5), "\n".join(docs[5::10])
+    text = "\n".join(docs)
+    cut = text.find("\n", len(text) * 9 // 10)
+    cut = len(text) * 9 // 10 if cut < 0 else cut
+    return text[:cut], text[cut:]
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tilegrad" / "train_lm"
+
+
+@dataclass
+class Data:
+    train: torch.Tensor  # int64 token ids
+    val: torch.Tensor
+    tokenizer: "object"  # tokenizers.Tokenizer
+    from_cache: bool
+    tokenizer_file: Path
+
+
+def prepare_data(text_path: Optional[Path], vocab: int, cache_dir: Optional[Path], corpus: str = "pydoc") -> Data:
+    """Tokenizer and token ids, trained and encoded once per (text, vocabulary) and cached."""
+    import tokenizers
+
+    train_text, val_text = split_documents(load_documents(text_path, corpus))
+    key = hashlib.sha256(f"bpe-v2|{tokenizers.__version__}|{vocab}|{len(train_text)}|".encode()
+                         + train_text.encode() + val_text.encode()).hexdigest()[:16]
+    cache = (cache_dir or default_cache_dir()) / key
+    tok_file, ids_file = cache / "tokenizer.json", cache / "tokens.npz"
+    from_cache = tok_file.is_file() and ids_file.is_file()
+    if from_cache:
+        tokenizer = tokenizers.Tokenizer.from_file(str(tok_file))
+        ids = np.load(ids_file)
+        train_ids, val_ids = ids["train"], ids["val"]
+    else:
+        tokenizer = train_tokenizer(train_text, vocab)
+        train_ids = np.asarray(tokenizer.encode(train_text).ids, dtype=np.int32)
+        val_ids = np.asarray(tokenizer.encode(val_text).ids, dtype=np.int32)
+        cache.mkdir(parents=True, exist_ok=True)
+        # write then rename, so a concurrent or interrupted run never sees half a file
+        tmp_tok, tmp_ids = cache / f"tokenizer.{os.getpid()}.tmp", cache / f"tokens.{os.getpid()}.tmp.npz"
+        tokenizer.save(str(tmp_tok))
+        np.savez(tmp_ids, train=train_ids, val=val_ids)
+        os.replace(tmp_ids, ids_file)
+        os.replace(tmp_tok, tok_file)
+    return Data(torch.from_numpy(train_ids.astype(np.int64)), torch.from_numpy(val_ids.astype(np.int64)),
+                tokenizer, from_cache, tok_file)
+
+
+def train_tokenizer(text: str, vocab: int):
+    """A byte-level BPE (GPT-2 style) trained on `text`; every byte is in the vocabulary."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    lines = text.splitlines(keepends=True)
+    chunks = ("".join(lines[i:i + 64]) for i in range(0, len(lines), 64))
+    bpe.train_from_iterator(chunks, vocab_size=vocab, min_frequency=1, show_progress=False,
+                            special_tokens=["<|endoftext|>"])
+    return bpe._tokenizer  # the plain tokenizers.Tokenizer (saves, loads and decodes on its own)
+
+
+def train_batch(tokens: torch.Tensor, step: int, seed: int, batch_size: int,
+                context: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Random windows chosen by (seed, step) alone, so a resumed run sees the same batches."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    starts = torch.randint(0, len(tokens) - context - 1, (batch_size,), generator=gen)
+    window = tokens[starts[:, None] + torch.arange(context + 1)]
+    return window[:, :-1], window[:, 1:]
+
+
+def val_batches(tokens: torch.Tensor, batch_size: int, context: int,
+                max_batches: int) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """Fixed, evenly spread validation windows (the same at every evaluation and in both paths)."""
+    windows = max(1, min(max_batches * batch_size, (len(tokens) - 1) // context))
+    starts = torch.linspace(0, len(tokens) - context - 1, windows).long()
+    window = tokens[starts[:, None] + torch.arange(context + 1)]
+    return [(w[:, :-1], w[:, 1:]) for w in window.split(batch_size)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The two paths: the only three functions that differ
+# ----------------------------------------------------------------------------------------------------
+
+class TorchOps:
+    """PyTorch's own ops: the baseline."""
+    name = "pytorch"
+
+    @staticmethod
+    def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, weight)
+
+    @staticmethod
+    def silu(x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
+
+    @staticmethod
+    def lm_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean cross entropy of the LM head: builds the whole (tokens, vocab) logits."""
+        return F.cross_entropy(F.linear(hidden, weight), target)
+
+
+class TilegradOps:
+    """tilegrad's kernels through tilegrad.torch."""
+    name = "tilegrad"
+
+    def __init__(self) -> None:
+        import tilegrad.torch as tgt
+        self.tgt = tgt
+
+    def embedding(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return self.tgt.embedding(ids, weight)
+
+    def silu(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tgt.silu(x)
+
+    def lm_loss(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean cross entropy from the hidden states, fused: the logits never exist whole (under
+        autocast the projection runs in the autocast dtype, as F.linear's would)."""
+        return self.tgt.linear_cross_entropy(hidden, weight, target)
+
+
+def make_ops(baseline: bool):
+    return TorchOps() if baseline else TilegradOps()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The model: plain PyTorch, ops injected
+# ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class ModelConfig:
+    vocab: int
+    context: int
+    dim: int
+    layers: int
+    heads: int
+    ffn_dim: int
+    tie: bool = False
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.heads = cfg.heads
+        self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
+        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg: ModelConfig, ops) -> None:
+        super().__init__()
+        self.ops = ops
+        self.gate = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.up = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.proj = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.ops.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, ops) -> None:
+        super().__init__()
+        self.attn_norm, self.attn = RMSNorm(cfg.dim), CausalSelfAttention(cfg)
+        self.mlp_norm, self.mlp = RMSNorm(cfg.dim), SwiGLU(cfg, ops)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LanguageModel(nn.Module):
+    """Decoder-only transformer. `ops` supplies embedding, SiLU and the LM-head loss."""
+
+    def __init__(self, cfg: ModelConfig, ops) -> None:
+        super().__init__()
+        self.cfg, self.ops = cfg, ops
+        self.tok_emb = nn.Embedding(cfg.vocab, cfg.dim)
+        self.pos_emb = nn.Embedding(cfg.context, cfg.dim)
+        self.blocks = nn.ModuleList(Block(cfg, ops) for _ in range(cfg.layers))
+        self.norm = RMSNorm(cfg.dim)
+        self.lm_head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
+        self.apply(self._init_weights)
+        if cfg.tie:
+            self.lm_head.weight = self.tok_emb.weight
+        for block in self.blocks:  # residual branches scaled down (GPT-2), so depth starts stable
+            for proj in (block.attn.proj, block.mlp.proj):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * cfg.layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, dim) final hidden states."""
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        x = self.ops.embedding(ids, self.tok_emb.weight) + self.ops.embedding(positions, self.pos_emb.weight)
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+    def forward(self, ids: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross entropy."""
+        h = self.hidden(ids)
+        return self.ops.lm_loss(h.reshape(-1, h.shape[-1]), self.lm_head.weight, target.reshape(-1))
+
+    @torch.no_grad()
+    def generate(self, ids: torch.Tensor, new_tokens: int, gen: torch.Generator,
+                 temperature: float = 0.8, top_k: int = 40) -> torch.Tensor:
+        """Samples `new_tokens` tokens after `ids` (1, T) (logits of the last position only)."""
+        for _ in range(new_tokens):
+            logits = F.linear(self.hidden(ids[:, -self.cfg.context:])[:, -1], self.lm_head.weight)
+            logits = logits.float() / temperature
+            kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+            probs = torch.softmax(logits.masked_fill(logits < kth, -float("inf")), dim=-1)
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=gen)], dim=1)
+        return ids
+
+
+def model_config(args: argparse.Namespace, data: "Data") -> ModelConfig:
+    return ModelConfig(vocab=data.tokenizer.get_vocab_size(), context=args.context, dim=args.dim,
+                       layers=args.layers, heads=args.heads, ffn_dim=args.ffn_dim, tie=bool(args.tie))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------------
+
+def learning_rate(step: int, steps: int, peak: float) -> float:
+    """Linear warm-up over the first 5% of the steps, then cosine decay to 10% of the peak."""
+    warmup = max(1, steps // 20)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def make_optimizer(model: nn.Module, lr: float) -> torch.optim.Optimizer:
+    """AdamW; weight decay on matrices only (not on norms)."""
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                              {"params": vectors, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+
+
+def autocast(dtype: str):
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+
+
+@torch.no_grad()
+def evaluate(model: LanguageModel, batches, dtype: str) -> float:
+    """Mean validation loss over the fixed validation windows (through the path's own loss)."""
+    model.eval()
+    with autocast(dtype):
+        losses = [model(x, y).float().item() for x, y in batches]
+    model.train()
+    return sum(losses) / len(losses)
+
+
+class PeakMemory:
+    """Peak resident memory growth of this process since `start()` (Linux /proc/self/status).
+
+    `start()` resets the kernel's high-water mark (VmHWM) through /proc/self/clear_refs, so the peak
+    covers the training loop only: activations, gradients, optimizer state and the loss computation.
+    """
+
+    def start(self) -> None:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass  # no reset: the peak then also counts what came before, the growth is an over-estimate
+        self.base = self._read("VmRSS")
+
+    def peak_growth_mib(self) -> Optional[float]:
+        peak = self._read("VmHWM")
+        return None if peak is None or self.base is None else (peak - self.base) / 1024
+
+    @staticmethod
+    def _read(field: str) -> Optional[int]:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])  # kB
+        except OSError:
+            return None
+        return None
+
+
+class StopFlag:
+    """Set by Ctrl-C (SIGINT) or --stop-at; the loop checks it between steps, so the checkpoint is
+    always taken between two whole optimizer steps. A second Ctrl-C stops at once."""
+
+    def __init__(self, stop_at: Optional[int]) -> None:
+        self.stop_at, self.requested = stop_at, False
+
+    def __enter__(self) -> "StopFlag":
+        self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self.previous)
+
+    def _handler(self, signum, frame) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def should_stop(self, completed: int) -> bool:
+        return self.requested or (self.stop_at is not None and completed >= self.stop_at)
+
+
+class JsonLog:
+    """log.jsonl: {"step", "train_loss", "lr", "ms"} per step, {"step", "val_loss"} per validation.
+    "step" counts completed optimizer steps (validation at step 0 is the untrained model)."""
+
+    def __init__(self, path: Path, keep_until: Optional[int]) -> None:
+        self.path = path
+        # a new run starts an empty log; a resumed one drops what came after its checkpoint, then appends
+        records = [] if keep_until is None else [r for r in read_log(path) if r["step"] <= keep_until]
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    def write(self, record: Dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def read_log(path: Path) -> List[Dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, completed: int,
+                    args: argparse.Namespace) -> None:
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "completed": completed,
+             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+    tmp = out / (CHECKPOINT + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, out / CHECKPOINT)  # never a half-written checkpoint
+
+
+def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
+    """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line."""
+    ckpt_file = args.resume / CHECKPOINT
+    if not ckpt_file.is_file():
+        raise SystemExit(f"train_lm: --resume needs {ckpt_file}, which does not exist")
+    ckpt = torch.load(ckpt_file, map_location="cpu", weights_only=True)
+    saved = dict(ckpt["args"])
+    for key in RESUMABLE:
+        if key in args.given:
+            saved[key] = getattr(args, key)
+    saved.update(resume=args.resume, out=args.resume, stop_at=args.stop_at, compare=False)
+    for key in ("text", "cache_dir"):
+        saved[key] = Path(saved[key]) if saved.get(key) else None
+    restored = argparse.Namespace(**saved)
+    restored.out, restored.resume = Path(restored.out), Path(restored.resume)
+    return restored, ckpt
+
+
+@contextlib.contextmanager
+def num_threads(threads: Optional[int]):
+    """torch.set_num_threads for the block (tilegrad.torch follows torch's count), restored after."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads or previous)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None) -> Dict:
+    """Trains one path; writes log.jsonl, summary.json and checkpoint.pt to args.out; returns the summary."""
+    with num_threads(args.threads):
+        return train_with_current_threads(args, data, ckpt)
+
+
+def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict]) -> Dict:
+    ops = make_ops(args.baseline)
+    torch.manual_seed(args.seed)  # the same initial weights on both paths
+    cfg = model_config(args, data)
+    model = LanguageModel(cfg, ops)
+    opt = make_optimizer(model, args.lr)
+    completed = 0
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        completed = ckpt["completed"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = JsonLog(args.out / LOG, keep_until=completed if ckpt is not None else None)
+    val = val_batches(data.val, args.batch_size, args.context, args.eval_batches)
+    tokens_per_step = args.batch_size * args.context
+    print(f"[{ops.name}] {count_parameters(model) / 1e6:.2f}M parameters, vocabulary {cfg.vocab}, "
+          f"{len(data.train)} training / {len(data.val)} validation tokens, {tokens_per_step} tokens per "
+          f"step, {args.dtype}, {torch.get_num_threads()} threads", flush=True)
+
+    from tqdm import tqdm
+    if completed == 0:
+        log.write({"step": 0, "val_loss": evaluate(model, val, args.dtype)})
+    step_ms: List[float] = []
+    memory = PeakMemory()
+    memory.start()
+    last_val = None
+    with StopFlag(args.stop_at) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
+                                              dynamic_ncols=True, mininterval=0.5) as bar:
+        while completed < args.steps and not stop.should_stop(completed):
+            lr = learning_rate(completed, args.steps, args.lr)
+            loss, ms = train_step(model, opt, train_batch(data.train, completed, args.seed, args.batch_size,
+                                                          args.context), lr, args.dtype)
+            completed += 1
+            step_ms.append(ms)
+            log.write({"step": completed, "train_loss": loss, "lr": lr, "ms": ms})
+            if completed % args.eval_interval == 0 or completed == args.steps:
+                last_val = evaluate(model, val, args.dtype)
+                log.write({"step": completed, "val_loss": last_val})
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val:.3f}" if last_val else "-",
+                            tok_s=f"{tokens_per_step / (ms / 1e3):,.0f}", refresh=False)
+        interrupted = completed < args.steps
+    peak_mib = memory.peak_growth_mib()
+    save_checkpoint(args.out, model, opt, completed, args)
+    if interrupted:
+        print(f"\n[{ops.name}] stopped after step {completed}; checkpoint saved. Continue with:\n"
+              f"    python {sys.argv[0]} --resume {args.out}", flush=True)
+    summary = summarize(args, ops.name, count_parameters(model), cfg.vocab, step_ms, tokens_per_step, peak_mib,
+                        read_log(args.out / LOG), completed)
+    (args.out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    if not interrupted and args.sample_tokens > 0:
+        print_sample(model, data, args)
+    return summary
+
+
+def train_step(model: LanguageModel, opt: torch.optim.Optimizer, batch, lr: float,
+               dtype: str) -> Tuple[float, float]:
+    """One optimizer step; returns (loss, milliseconds)."""
+    x, y = batch
+    start = time.perf_counter()
+    for group in opt.param_groups:
+        group["lr"] = lr
+    with autocast(dtype):
+        loss = model(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item(), (time.perf_counter() - start) * 1e3
+
+
+def summarize(args, path: str, params: int, vocab: int, step_ms: List[float], tokens_per_step: int,
+              peak_mib: Optional[float], records: List[Dict], completed: int) -> Dict:
+    """ms/step is the median over this session's steps after the first two (warm-up)."""
+    timed = step_ms[2:] if len(step_ms) > 4 else step_ms
+    ms = statistics.median(timed) if timed else float("nan")
+    train_losses = [r["train_loss"] for r in records if "train_loss" in r]
+    vals = [r["val_loss"] for r in records if "val_loss" in r]
+    tail = train_losses[-10:] or [float("nan")]
+    return {"path": path, "parameters": params, "vocab": vocab, "steps": completed,
+            "tokens_per_step": tokens_per_step,
+            "dtype": args.dtype, "threads": torch.get_num_threads(), "ms_per_step": ms,
+            "tokens_per_s": tokens_per_step / (ms / 1e3), "peak_memory_mib": peak_mib,
+            "final_train_loss": sum(tail) / len(tail), "first_val_loss": vals[0] if vals else None,
+            "final_val_loss": vals[-1] if vals else None}
+
+
+def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> None:
+    prompt = data.tokenizer.encode("The ").ids
+    gen = torch.Generator().manual_seed(args.seed)
+    out = model.generate(torch.tensor([prompt]), args.sample_tokens, gen)
+    print(f"\n--- sample ---\n{data.tokenizer.decode(out[0].tolist())}\n--------------", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# --compare: each path in a fresh process (clean peak memory), then the plot and the table
+# ----------------------------------------------------------------------------------------------------
+
+FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "threads", "seed", "eval_interval", "eval_batches",
+             "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
+             "sample_tokens")
+
+
+def child_command(args: argparse.Namespace, path: str) -> List[str]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(args.out / path)]
+    for key in FORWARDED:
+        value = getattr(args, key)
+        if value is not None:
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return cmd + (["--baseline"] if path == "pytorch" else [])
+
+
+def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dict[str, Dict[str, float]]:
+    """ms per training step of both paths, measured alternately on the same batches in one process.
+
+    The machine's other load then hits both paths alike; min and median over the rounds (after one
+    warm-up round) are reported. The training runs' own step times are kept in their logs.
+    """
+    cfg = model_config(args, data)
+    runs = {}
+    for path in PATHS:
+        torch.manual_seed(args.seed)
+        model = LanguageModel(cfg, make_ops(path == "pytorch"))
+        runs[path] = (model, make_optimizer(model, args.lr))
+    times: Dict[str, List[float]] = {path: [] for path in PATHS}
+    with num_threads(args.threads):
+        alternate_steps(args, data, runs, times, rounds)
+    return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
+
+
+def alternate_steps(args, data: Data, runs, times: Dict[str, List[float]], rounds: int) -> None:
+    for step in range(rounds + 1):
+        batch = train_batch(data.train, step, args.seed, args.batch_size, args.context)
+        order = PATHS if step % 2 == 0 else PATHS[::-1]
+        for path in order:
+            model, opt = runs[path]
+            _, ms = train_step(model, opt, batch, args.lr, args.dtype)
+            if step > 0:
+                times[path].append(ms)
+
+
+def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
+    """Both training runs (each in a fresh process), then the interleaved timing, plot and table."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path in PATHS:
+        print(f"\n=== {path} ===", flush=True)
+        subprocess.run(child_command(args, path), check=True)
+    return compare_report(args, data)
+
+
+def compare_report(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
+    """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
+    summaries = {p: json.loads((args.out / p / SUMMARY).read_text()) for p in PATHS}
+    print(f"\n=== timing: {args.timing_rounds} rounds of alternating steps ===", flush=True)
+    for path, timing in interleaved_timing(args, data, args.timing_rounds).items():
+        summaries[path]["interleaved"] = timing
+    (args.out / SUMMARY).write_text(json.dumps(summaries, indent=2) + "\n")
+    plot({p: read_log(args.out / p / LOG) for p in PATHS}, args.out / "loss.png")
+    table = summary_table(summaries)
+    (args.out / "summary.md").write_text(table + "\n")
+    print("\n" + table)
+    print(f"\nplot: {args.out / 'loss.png'}   logs: {args.out}/<path>/{LOG}")
+    return summaries
+
+
+def summary_table(s: Dict[str, Dict]) -> str:
+    """Markdown table: both paths side by side, and tilegrad relative to PyTorch."""
+    t, b = s["tilegrad"], s["pytorch"]
+    ti, bi = t["interleaved"], b["interleaved"]
+    tokens = t["tokens_per_step"]
+    mem_t, mem_b = t["peak_memory_mib"], b["peak_memory_mib"]
+    rows = [
+        ("ms per step (interleaved, median)", f"{ti['median_ms']:.1f}", f"{bi['median_ms']:.1f}",
+         f"{bi['median_ms'] / ti['median_ms']:.2f}x faster"),
+        ("ms per step (interleaved, min)", f"{ti['min_ms']:.1f}", f"{bi['min_ms']:.1f}",
+         f"{bi['min_ms'] / ti['min_ms']:.2f}x faster"),
+        ("tokens / s (interleaved, median)", f"{tokens / ti['median_ms'] * 1e3:,.0f}",
+         f"{tokens / bi['median_ms'] * 1e3:,.0f}", ""),
+        ("ms per step (own training run, median)", f"{t['ms_per_step']:.1f}", f"{b['ms_per_step']:.1f}",
+         f"{b['ms_per_step'] / t['ms_per_step']:.2f}x faster"),
+        ("peak memory (training, RSS growth)", "n/a" if mem_t is None else f"{mem_t:,.0f} MiB",
+         "n/a" if mem_b is None else f"{mem_b:,.0f} MiB",
+         "n/a" if not mem_t or not mem_b else f"{1 - mem_t / mem_b:.0%} less"),
+        ("final train loss (mean of last 10 steps)", f"{t['final_train_loss']:.3f}",
+         f"{b['final_train_loss']:.3f}", f"{abs(t['final_train_loss'] / b['final_train_loss'] - 1):.2%} apart"),
+        ("validation loss, first -> final", f"{t['first_val_loss']:.3f} -> {t['final_val_loss']:.3f}",
+         f"{b['first_val_loss']:.3f} -> {b['final_val_loss']:.3f}",
+         f"{abs(t['final_val_loss'] / b['final_val_loss'] - 1):.2%} apart"),
+    ]
+    head = (f"{t['parameters'] / 1e6:.2f}M parameters, vocabulary {t['vocab']}, {t['steps']} steps x "
+            f"{tokens} tokens, {t['dtype']}, {t['threads']} threads\n\n")
+    lines = ["| | tilegrad | PyTorch | tilegrad vs PyTorch |", "|---|---:|---:|---|"]
+    lines += [f"| {name} | {a} | {c} | {r} |" for name, a, c, r in rows]
+    return head + "\n".join(lines)
+
+
+def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
+    """loss.png: train (thin) and validation (markers) loss per step for both paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"tilegrad": "tab:orange", "pytorch": "tab:blue"}
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    for path, records in logs.items():
+        train = [(r["step"], r["train_loss"]) for r in records if "train_loss" in r]
+        val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
+        ax.plot(*zip(*train), color=colors[path], alpha=0.45, lw=1, label=f"{path} train")
+        ax.plot(*zip(*val), color=colors[path], marker="o", ms=4, lw=1.5,
+                ls="--" if path == "pytorch" else "-", label=f"{path} validation")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross entropy (nats / token)")
+    ax.set_title("Small language model on CPU: tilegrad vs PyTorch (same seed)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(file)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------------
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict:
+    args = parse_args(argv)
+    ckpt = None
+    if args.resume is not None:
+        args, ckpt = restore_args(args)
+    data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
+    print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
+    shortest = min(len(data.train), len(data.val))
+    if shortest <= args.context + 1:
+        raise SystemExit(f"train_lm: the text is too short for --context {args.context}: its smaller split has "
+                         f"{shortest} tokens, it needs more than {args.context + 1}")
+    if data.tokenizer.get_vocab_size() < args.vocab:
+        print(f"note: the text supports only {data.tokenizer.get_vocab_size()} BPE tokens (--vocab {args.vocab}); "
+              "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)
+    if args.compare:
+        return compare(args, data)
+    return train(args, data, ckpt)
+
+
+if __name__ == "__main__":
+    main()

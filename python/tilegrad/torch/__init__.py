@@ -1,0 +1,44 @@
+"""tilegrad for PyTorch: autograd-aware functions, nn modules, one-line model patching.
+
+    import tilegrad.torch as tgt
+    loss = tgt.cross_entropy(logits, target, label_smoothing=0.1)       # backward on tilegrad
+    loss = tgt.linear_cross_entropy(hidden, lm_head.weight, target)     # logits never whole
+    tgt.patch(model)           # swap supported modules in place; tgt.unpatch(model) undoes it
+    tgt.enable()               # route torch.nn.functional globally; tgt.disable() undoes it
+
+The operators are registered with ``torch.library`` as ``torch.ops.tilegrad.*`` (fake kernels and
+autograd formulas), so ``torch.compile(fullgraph=True)`` traces through them. CPU tensors go to the
+C++ core without a copy. tilegrad calls made from here use ``torch.get_num_threads()`` threads.
+Needs the optional extra: ``pip install "tilegrad[torch]"``.
+"""
+
+try:
+    import torch  # noqa: F401
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError("tilegrad.torch needs PyTorch: pip install 'tilegrad[torch]'") from error
+
+from . import nn
+from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
+from .patch import PatchSummary, disable, enable, patch, unpatch
+
+__all__ = [
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "disable",
+    "embedding",
+    "enable",
+    "linear_cross_entropy",
+    "nn",
+    "patch",
+    "PatchSummary",
+    "silu",
+    "unpatch",
+]
+
+
+def __getattr__(name):
+    """The distributed module loads on first use (it imports torch.distributed)."""
+    if name == "distributed":
+        import importlib
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError(f"module 'tilegrad.torch' has no attribute {name!r}")

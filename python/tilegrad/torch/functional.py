@@ -1,0 +1,300 @@
+"""``torch.nn.functional``-compatible functions whose backward runs on tilegrad's kernels.
+
+Same signatures, defaults and results as torch's. Each function sends what tilegrad supports
+(CPU dense float32 / float16 / bfloat16 tensors, class-index targets, ...) to the ``tilegrad::``
+ops and everything else to torch's own function, so a call never gives a wrong result and never
+copies a large tensor behind the caller's back.
+
+=====================================  =======================================  ==============================
+tilegrad.torch                         torch equivalent                         falls back to torch for
+=====================================  =======================================  ==============================
+``silu(input, inplace=False)``         ``F.silu``                               ``inplace=True``
+``cross_entropy(...)``                 ``F.cross_entropy`` (+ z-loss)           probability targets
+``embedding(...)``                     ``F.embedding``                          ``max_norm``, ``sparse=True``
+``binary_cross_entropy_with_logits``   ``F.binary_cross_entropy_with_logits``   --
+``linear_cross_entropy(...)``          ``F.linear_cross_entropy``               bias, class weight, label
+                                                                                smoothing (computed as
+                                                                                linear + tilegrad cross_entropy)
+=====================================  =======================================  ==============================
+
+Every function also falls back for tensors off the CPU, sparse tensors and other dtypes (e.g. float64).
+"""
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
+from ._tensor import KERNEL_FLOAT_DTYPES, unsupported_reason
+
+__all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
+
+# torch's own functions, captured before tilegrad.torch.enable() can reroute torch.nn.functional:
+# every fallback below calls these, never the (possibly rerouted) module attribute.
+TORCH_FUNCTIONS = {
+    name: getattr(F, name)
+    for name in ("silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy")
+    if hasattr(F, name)
+}
+
+_INDEX_DTYPES = (torch.int64, torch.int32)
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
+    """True when every given tensor can go to a tilegrad kernel (CPU, dense, float32/16/bf16)."""
+    return all(t is None or unsupported_reason(t) is None for t in tensors)
+
+
+def _needs_grad(t: Optional[Tensor]) -> bool:
+    """An optional operand that requires grad (class weights, pos_weight): torch decides those cases."""
+    return t is not None and t.requires_grad
+
+
+def _is_index_tensor(t: Tensor) -> bool:
+    return t.device.type == "cpu" and t.layout == torch.strided and t.dtype in _INDEX_DTYPES
+
+
+def _legacy_reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: str) -> str:
+    """torch's deprecated size_average/reduce pair mapped to a reduction string, as torch does."""
+    if size_average is None and reduce is None:
+        return reduction
+    from torch.nn import _reduction
+    return _reduction.legacy_get_string(size_average, reduce, emit_warning=True)
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+
+def _autocast_dtype(*tensors: Tensor) -> Optional[torch.dtype]:
+    """The CPU autocast dtype when autocast is on and applies to these tensors, else None."""
+    if torch.is_autocast_enabled("cpu") and all(t.device.type == "cpu" for t in tensors):
+        return torch.get_autocast_dtype("cpu")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``F.silu``; the backward runs tilegrad's ``silu_backward`` (``aclnnSiluBackward``)."""
+    if inplace or not _on_kernel_path(input):
+        return TORCH_FUNCTIONS["silu"](input, inplace=inplace)
+    return torch.ops.tilegrad.silu(input)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
+                  size_average: Optional[bool] = None, ignore_index: int = -100, reduce: Optional[bool] = None,
+                  reduction: str = "mean", label_smoothing: float = 0.0, *, z_loss_scale: float = 0.0,
+                  return_z_loss: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """``F.cross_entropy`` on tilegrad's ``aclnnCrossEntropyLoss`` / ``aclnnCrossEntropyLossGrad``.
+
+    Input ``(N, C)``, ``(C,)`` or ``(N, C, d1, ...)`` with class-index targets (int64/int32);
+    ``weight`` (C,), ``ignore_index``, ``reduction`` and ``label_smoothing`` as torch's. Beyond torch:
+    ``z_loss_scale`` adds ``z_loss_scale * lse**2`` per kept row (the z-loss of large-model
+    recipes, ``lse`` = log-sum-exp of the row's logits), reduced like the loss; with
+    ``return_z_loss=True`` the result is ``(loss, z_loss)``, ``z_loss`` being that term alone.
+
+    The forward saves only ``log_prob`` (and ``lse`` with a z-loss) for the backward, which is one
+    fused pass over it. Probability targets, and tensors tilegrad cannot take, go to torch's
+    ``F.cross_entropy`` (z-loss is then an error, since torch has none).
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("cross_entropy", reduction)
+    if _autocast_dtype(input) is not None:
+        input = input.float()  # as torch's autocast does for cross_entropy
+    wants_zloss = z_loss_scale != 0.0 or return_z_loss
+    if not (_on_kernel_path(input) and _is_index_tensor(target) and input.dim() >= 1 and not _needs_grad(weight)
+            and (weight is None or unsupported_reason(weight, (torch.float32, torch.float16, torch.bfloat16,
+                                                                torch.float64)) is None)):
+        if wants_zloss:
+            raise ValueError("cross_entropy: z_loss_scale / return_z_loss need tilegrad's path (CPU float32, "
+                             f"float16 or bfloat16 logits and int64/int32 class targets), got input "
+                             f"{input.dtype} on {input.device}, target {target.dtype}")
+        return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index,
+                                                reduction=reduction, label_smoothing=label_smoothing)
+    weight32 = None if weight is None else weight.to(torch.float32)
+    if input.dim() <= 2:
+        loss, zloss = _cross_entropy_2d(input, target, weight32, reduction, ignore_index, label_smoothing,
+                                        z_loss_scale, wants_zloss)
+    else:
+        loss, zloss = _cross_entropy_kdim(input, target, weight32, reduction, ignore_index, label_smoothing,
+                                          z_loss_scale, wants_zloss)
+    return (loss, zloss) if return_z_loss else loss
+
+
+def _cross_entropy_2d(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss):
+    """(N, C) or (C,) input: one tilegrad call."""
+    single = input.dim() == 1
+    if single:
+        if target.dim() != 0:
+            raise ValueError(f"cross_entropy: a (C,) input needs a 0-d target, got target shape {tuple(target.shape)}")
+        input, target = input.unsqueeze(0), target.unsqueeze(0)
+    loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(input, target, weight, reduction, ignore_index,
+                                                             label_smoothing, z_loss_scale, wants_zloss)
+    if single and reduction == "none":
+        loss, zloss = loss.squeeze(0), (zloss.squeeze(0) if wants_zloss else zloss)
+    return loss, (zloss if wants_zloss else None)
+
+
+def _cross_entropy_kdim(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
+                        wants_zloss):
+    """(N, C, d1, ...): each sample's (d1*..., C) slice is a strided 2-D view (no copy) with rows along
+    the spatial positions; per-row losses from tilegrad, reduced here as torch reduces them."""
+    batch, classes = input.shape[0], input.shape[1]
+    spatial = input.shape[2:]
+    if tuple(target.shape) != (batch, *spatial):
+        raise ValueError(f"cross_entropy: target shape must be {(batch, *spatial)} for input shape "
+                         f"{tuple(input.shape)}, got {tuple(target.shape)}")
+    if input.numel() == 0:  # no slice to hand to the kernel; torch's answer (empty or NaN) is the rule
+        if wants_zloss:
+            raise ValueError(f"cross_entropy: z-loss needs a non-empty input, got shape {tuple(input.shape)}")
+        return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                                                label_smoothing=label_smoothing), None
+    rows_in = input.movedim(1, -1)  # (N, d1, ..., C), a view
+    losses, zlosses = [], []
+    for n in range(batch):
+        x = rows_in[n]
+        x2 = x.view(-1, classes) if x.dim() == 2 or x.is_contiguous() else x.flatten(0, -2)
+        loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(x2, target[n].reshape(-1), weight, "none",
+                                                                 ignore_index, label_smoothing, z_loss_scale,
+                                                                 wants_zloss)
+        losses.append(loss)
+        zlosses.append(zloss)
+    loss = torch.stack(losses).view(batch, *spatial)
+    zloss = torch.stack(zlosses).view(batch, *spatial) if wants_zloss else None
+    if reduction == "none":
+        return loss, zloss
+    if reduction == "sum":
+        return loss.sum(), (zloss.sum() if wants_zloss else None)
+    kept = target != ignore_index
+    ce_divisor = kept.sum() if weight is None else torch.where(kept, weight[target.clamp(0, classes - 1)], 0).sum()
+    ce = loss - zloss if wants_zloss else loss
+    mean_zloss = zloss.sum() / kept.sum() if wants_zloss else None
+    total = ce.sum() / ce_divisor + (mean_zloss if wants_zloss else 0)
+    return total.to(input.dtype), (mean_zloss.to(input.dtype) if wants_zloss else None)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, max_norm: Optional[float] = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """``F.embedding``; the weight gradient runs tilegrad's ``embedding_dense_backward``
+    (``aclnnEmbeddingDenseBackward``: deterministic, float32 row sums). ``max_norm`` and
+    ``sparse=True`` go to torch's ``F.embedding``."""
+    if max_norm is not None or sparse or not _on_kernel_path(weight) or not _is_index_tensor(input) \
+            or weight.dim() != 2 or input.dim() == 0:
+        return TORCH_FUNCTIONS["embedding"](input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                                            sparse)
+    num_weights = weight.shape[0]
+    if padding_idx is None:
+        padding_idx = -1
+    elif padding_idx < 0:
+        if padding_idx < -num_weights:
+            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num_weights}), "
+                             f"got {padding_idx}")
+        padding_idx += num_weights
+    elif padding_idx >= num_weights:
+        raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num_weights}), got {padding_idx}")
+    return torch.ops.tilegrad.embedding(weight, input, padding_idx, scale_grad_by_freq)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
+                                     size_average: Optional[bool] = None, reduce: Optional[bool] = None,
+                                     reduction: str = "mean", pos_weight: Optional[Tensor] = None) -> Tensor:
+    """``F.binary_cross_entropy_with_logits``; the input gradient runs tilegrad's
+    ``aclnnBinaryCrossEntropyWithLogitsBackward`` (one pass, weight and pos_weight broadcast); a
+    target that requires grad gets torch's formula for its part."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    if not _on_kernel_path(input, target, weight, pos_weight) or input.shape != target.shape \
+            or _needs_grad(weight) or _needs_grad(pos_weight):
+        return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
+                                                                   pos_weight=pos_weight)
+    return torch.ops.tilegrad.binary_cross_entropy_with_logits(input, target, weight, pos_weight,
+                                                               _ops.REDUCTION_CODES[reduction])
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
+                         reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
+                         options=None) -> Tensor:
+    """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
+
+    ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices. With autograd and
+    mean/sum: tilegrad's single-process fused linear cross entropy computes the loss and both
+    gradients in the forward (the logits are formed block by block and never whole), the backward
+    scales them by the upstream gradient. ``reduction="none"``, or no gradient wanted: one statistics
+    pass (one GEMM), and for "none" the backward recomputes the softmax block by block with each
+    row's own upstream gradient. The loss has ``input``'s dtype (as torch's); under CPU autocast the
+    projection runs in the autocast dtype as ``F.linear`` would.
+
+    ``linear_bias``, class ``weight``, ``label_smoothing`` or a K-dimensional weight are computed
+    as ``F.linear`` followed by tilegrad's :func:`cross_entropy` (full logits). ``options`` (torch's
+    chunking options) is accepted and ignored on tilegrad's path, which is chunked already.
+    """
+    _check_reduction("linear_cross_entropy", reduction)
+    if ignore_index is None:
+        ignore_index = -100
+    loss_dtype = input.dtype
+    cast = _autocast_dtype(input, linear_weight)
+    if cast is not None:  # autocast runs the projection in its dtype and cross entropy in float32
+        input, linear_weight = input.to(cast), linear_weight.to(cast)
+        linear_bias = None if linear_bias is None else linear_bias.to(cast)
+        loss_dtype = torch.float32
+    fused = (linear_bias is None and weight is None and label_smoothing == 0.0 and linear_weight.dim() == 2
+             and input.dim() >= 1 and _on_kernel_path(input, linear_weight) and _is_index_tensor(target)
+             and input.dtype == linear_weight.dtype and input.shape[-1] == linear_weight.shape[-1]
+             and tuple(target.shape) == tuple(input.shape[:-1]))
+    if not fused:  # (under autocast, its cross_entropy runs in float32 as torch's does)
+        loss = _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction,
+                                               ignore_index, label_smoothing)
+        return loss.to(loss_dtype)
+    return _fused_linear_cross_entropy(input, linear_weight, target, reduction, ignore_index).to(loss_dtype)
+
+
+def _fused_linear_cross_entropy(input, linear_weight, target, reduction, ignore_index):
+    """The float32 loss from tilegrad's fused ops (see linear_cross_entropy)."""
+    rows = input.reshape(-1, input.shape[-1])
+    flat_target = target.reshape(-1)
+    wants_grad = torch.is_grad_enabled() and (input.requires_grad or linear_weight.requires_grad)
+    if wants_grad and reduction != "none":
+        loss, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, flat_target, ignore_index,
+                                                            _ops.REDUCTION_CODES[reduction])
+        return loss
+    row_loss, _, _ = torch.ops.tilegrad.linear_cross_entropy_rows(rows, linear_weight, flat_target, ignore_index)
+    if reduction == "none":
+        return row_loss.view(target.shape)
+    total = row_loss.sum()
+    return total / (flat_target != ignore_index).sum() if reduction == "mean" else total
+
+
+def _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                                    label_smoothing):
+    """linear + cross_entropy, for what the fused op does not cover (bias, class weights, smoothing)."""
+    if linear_weight.dim() != 2 or target.is_floating_point():
+        return TORCH_FUNCTIONS["linear_cross_entropy"](input, linear_weight, target, linear_bias=linear_bias,
+                                                       weight=weight, reduction=reduction,
+                                                       ignore_index=ignore_index, label_smoothing=label_smoothing)
+    logits = F.linear(input, linear_weight, linear_bias)
+    if logits.dim() > 2:  # (..., V) rows: class dimension last, as linear_cross_entropy defines it
+        logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+        loss = cross_entropy(logits, target, weight, ignore_index=ignore_index, reduction=reduction,
+                             label_smoothing=label_smoothing)
+        return loss.view(input.shape[:-1]) if reduction == "none" else loss
+    return cross_entropy(logits, target, weight, ignore_index=ignore_index, reduction=reduction,
+                         label_smoothing=label_smoothing)

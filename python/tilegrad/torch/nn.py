@@ -1,0 +1,71 @@
+"""``torch.nn`` modules whose backward runs on tilegrad: same constructor arguments, parameters and
+``state_dict`` as torch's (each is a subclass of the torch module it replaces), so a model switches by
+swapping classes (``tilegrad.torch.patch`` does it in place)."""
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import functional as TF
+
+__all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss"]
+
+
+class SiLU(torch.nn.SiLU):
+    """``torch.nn.SiLU`` with tilegrad's SiLU backward."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return TF.silu(input, inplace=self.inplace)
+
+
+class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
+    """``torch.nn.CrossEntropyLoss`` on tilegrad's cross entropy, plus an optional z-loss
+    (``z_loss_scale * lse**2`` per kept row, added to the loss)."""
+
+    def __init__(self, weight: Optional[Tensor] = None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean", label_smoothing: float = 0.0, *, z_loss_scale: float = 0.0) -> None:
+        super().__init__(weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+        if z_loss_scale < 0:
+            raise ValueError(f"CrossEntropyLoss: z_loss_scale must be >= 0, got {z_loss_scale}")
+        self.z_loss_scale = float(z_loss_scale)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return TF.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
+                                label_smoothing=self.label_smoothing, z_loss_scale=self.z_loss_scale)
+
+    def extra_repr(self) -> str:
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction}, " \
+               f"label_smoothing={self.label_smoothing}, z_loss_scale={self.z_loss_scale}"
+
+
+class Embedding(torch.nn.Embedding):
+    """``torch.nn.Embedding`` (same parameters and state_dict) with tilegrad's deterministic
+    embedding dense backward."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return TF.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                            self.scale_grad_by_freq, self.sparse)
+
+
+class BCEWithLogitsLoss(torch.nn.BCEWithLogitsLoss):
+    """``torch.nn.BCEWithLogitsLoss`` with tilegrad's one-pass input gradient."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return TF.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
+                                                   pos_weight=self.pos_weight)
+
+
+class LinearCrossEntropyLoss(torch.nn.LinearCrossEntropyLoss):
+    """``torch.nn.LinearCrossEntropyLoss`` (owns the ``linear`` projection, same constructor and
+    state_dict) on tilegrad's fused linear cross entropy: the logits never exist whole."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        linear_weight = self.linear.weight
+        linear_bias = self.linear.bias
+        if self.out_features:
+            linear_weight = linear_weight.reshape((self.num_classes, *self.out_features, self.linear.in_features))
+            linear_bias = None if linear_bias is None else linear_bias.reshape((self.num_classes, *self.out_features))
+        return TF.linear_cross_entropy(input, linear_weight, target, linear_bias=linear_bias, weight=self.weight,
+                                       reduction=self.reduction, ignore_index=self.ignore_index,
+                                       label_smoothing=self.label_smoothing)

@@ -1,0 +1,1 @@
+"""Float64 NumPy references written from SEMANTICS.md, shared by the test suites."""

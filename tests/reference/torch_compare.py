@@ -1,0 +1,45 @@
+"""Comparison helpers for the tilegrad.torch tests: inputs rounded to a dtype with their exact float64
+copy, and the error bound every comparison against a float64 reference uses (imports torch)."""
+
+import torch
+
+# Unit roundoff u of each dtype (half an ulp at 1): a value rounded once is within u of exact.
+UNIT_ROUNDOFF = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+# How many u a result may be off, relative to the largest reference value. float32 results sum up to
+# ~1e3 float32 terms (error grows like sqrt(n) u to n u) -> 64 u (~4e-6). float16/bfloat16 results are
+# rounded once (u) after an fp32 computation that may read one stored, already rounded intermediate
+# (cross entropy's log_prob, linear cross entropy's G): that adds at most p*|log p|*u <= u/e per
+# element, or ~u once GEMM cancellations are counted -> 4 u (bf16: 1.6e-2, fp16: 2e-3).
+ROUNDOFFS_ALLOWED = {torch.float32: 64, torch.float16: 4, torch.bfloat16: 4}
+
+
+
+def tolerance(dtype: "torch.dtype") -> float:
+    """Max error, relative to max |reference|, allowed for a result computed in ``dtype``."""
+    return ROUNDOFFS_ALLOWED[dtype] * UNIT_ROUNDOFF[dtype]
+
+
+
+def rounded(shape, dtype, scale=1.0, seed=0, offset=0.0):
+    """``(t, t64)``: normal values * scale + offset rounded to ``dtype``, and the same values in float64."""
+    g = torch.Generator().manual_seed(seed)
+    t = (torch.randn(*shape, generator=g, dtype=torch.float64) * scale + offset).to(dtype)
+    return t, t.to(torch.float64)
+
+
+
+def assert_matches(actual, expected, dtype, what: str, factor: float = 1.0) -> None:
+    """max |actual - expected| <= factor * tolerance(dtype) * max |expected| (shapes equal, NaN where
+    expected is NaN)."""
+    assert actual is not None, f"{what}: no result"
+    assert tuple(actual.shape) == tuple(expected.shape), \
+        f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    assert torch.equal(torch.isnan(a), torch.isnan(e)), f"{what}: NaN pattern differs"
+    a, e = torch.nan_to_num(a), torch.nan_to_num(e)
+    scale = max(e.abs().max().item(), 1e-30) if e.numel() else 1.0
+    err = (a - e).abs().max().item() / scale if e.numel() else 0.0
+    bound = factor * tolerance(dtype)
+    assert err <= bound, f"{what}: relative error {err:.3g} > {bound:.3g} ({dtype})"

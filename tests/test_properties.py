@@ -1,0 +1,436 @@
+"""Property-based tests (hypothesis) of every operator: random shapes (0-8 dims), dtypes, layouts
+(stepped, reversed, transposed, zero-stride inputs), optional arguments and thread counts. Every
+call either matches the float64 reference or raises one of the documented exceptions (ValueError,
+TypeError, IndexError); it never crashes, never modifies an input, and never writes outside its
+output (outputs live inside guard-padded buffers whose every other byte is checked afterwards).
+
+Profiles (env TILEGRAD_HYPOTHESIS_PROFILE): "ci" (default: few examples, no deadline, no example
+database; the whole file takes well under a minute) and "thorough" (many examples)."""
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import tilegrad as tg
+from silu_reference import assert_silu_close
+from test_binary_cross_entropy_with_logits_backward import check as bce_check
+from test_cross_entropy import ref_forward, ref_grad
+from test_embedding_dense_backward import check as emb_check
+
+settings.register_profile("ci", max_examples=25, deadline=None, database=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", max_examples=500, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("TILEGRAD_HYPOTHESIS_PROFILE", "ci"))
+
+F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+FLOATS = [F32, F16, BF16]
+DOCUMENTED = (ValueError, TypeError, IndexError)
+# Guard value of every byte around (and, before the call, inside) an output: a NaN payload.
+GUARD = {4: 0x7FC0DEAD, 2: 0x7E5A}
+UINT = {4: np.uint32, 2: np.uint16, 8: np.uint64, 1: np.uint8}
+
+
+# ---- layouts ------------------------------------------------------------------------------------
+
+@st.composite
+def layout(draw, shape, allow_zero_stride=True):
+    """How to lay out an array of `shape`: axis order, per-axis step (negative = reversed), and for
+    inputs optionally one axis broadcast with stride 0."""
+    nd = len(shape)
+    perm = draw(st.permutations(range(nd))) if nd > 1 and draw(st.booleans()) else list(range(nd))
+    steps = [draw(st.sampled_from([1, 1, 2, -1, -2])) for _ in range(nd)]
+    zero_axis = None
+    if allow_zero_stride and nd and draw(st.integers(0, 3)) == 0:
+        zero_axis = draw(st.integers(0, nd - 1))
+    return perm, steps, zero_axis
+
+
+def guarded(shape, dtype, lay, pad=16):
+    """(view, buffer): a view of `shape` laid out as `lay` inside a buffer of guard values."""
+    perm, steps, zero_axis = lay
+    dtype = np.dtype(dtype)
+    base_shape = [max(shape[p], 1) * abs(s) for p, s in zip(perm, steps)]
+    total = int(np.prod(base_shape, dtype=np.int64)) if base_shape else 1
+    buf = np.full(total + 2 * pad, GUARD.get(dtype.itemsize, 0x5A), UINT[dtype.itemsize])
+    base = buf[pad:pad + total].view(dtype).reshape(base_shape)
+    if not shape:
+        return base, buf  # 0-d: indexing with () would give a scalar, not a view
+    view = base[tuple(slice(None, None, s) for s in steps)]
+    view = view[tuple(slice(0, shape[p]) for p in perm)]
+    view = view.transpose(np.argsort(perm))
+    assert view.shape == tuple(shape)
+    return view, buf
+
+
+def make_input(data, shape, dtype, lay, lo=-4.0, hi=4.0):
+    """An input array of shape/dtype/layout with random values (stride 0 along lay's zero axis)."""
+    perm, steps, zero_axis = lay
+    shape = list(shape)
+    src_shape = list(shape)
+    if zero_axis is not None:
+        src_shape[zero_axis] = 1
+    view, _ = guarded(src_shape, dtype, (perm, steps, None))
+    # Values from a drawn seed (drawing each float through hypothesis is ~100x slower).
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    view[...] = rng.uniform(lo, hi, size=src_shape).astype(dtype)
+    return np.broadcast_to(view, shape) if zero_axis is not None else view
+
+
+def snapshot(arrays):
+    return [None if a is None else np.array(a, copy=True) for a in arrays]
+
+
+def assert_unchanged(before, arrays):
+    for b, a in zip(before, arrays):
+        if a is not None:
+            assert np.array_equal(b.view(UINT[b.itemsize]) if b.dtype.kind == "f" else b,
+                                  a.view(UINT[a.itemsize]) if a.dtype.kind == "f" else a), "an input was modified"
+
+
+def assert_guard_intact(view, buf):
+    """Every byte of buf outside view's elements still holds the guard value."""
+    marked = buf.copy()
+    inner = view.view(UINT[view.itemsize]) if view.size else None
+    if inner is not None:
+        # overwrite the view's elements with the guard in a copy laid out the same way
+        offset = (view.__array_interface__["data"][0] - buf.__array_interface__["data"][0])
+        as_view = np.lib.stride_tricks.as_strided(marked[offset // buf.itemsize:], view.shape,
+                                                  view.strides) if view.ndim else None
+        if as_view is not None:
+            as_view[...] = GUARD.get(view.itemsize, 0x5A)
+        else:
+            marked[offset // buf.itemsize] = GUARD.get(view.itemsize, 0x5A)
+    assert np.all(marked == GUARD.get(buf.itemsize, 0x5A)), "a write landed outside the output"
+
+
+def shapes(min_dims=0, max_dims=8, max_side=4, max_size=96):
+    return st.lists(st.integers(0, max_side), min_size=min_dims, max_size=max_dims).filter(
+        lambda s: int(np.prod(s, dtype=np.int64)) <= max_size)
+
+
+def run_documented(fn):
+    """fn() or the documented exception it raised (anything else propagates and fails the test)."""
+    try:
+        return fn(), None
+    except DOCUMENTED as e:
+        assert str(e), "an exception without a message"
+        return None, e
+
+
+thread_counts = st.sampled_from([1, 2, 3, 5])
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    previous = tg.get_num_threads()
+    yield
+    tg.set_num_threads(previous)
+
+
+# ---- silu_backward ------------------------------------------------------------------------------
+
+def broadcast_source(data, shape):
+    """A shape that broadcasts to `shape` (trailing dims kept or set to 1, leading dims dropped)."""
+    keep = data.draw(st.integers(0, len(shape)))
+    tail = shape[len(shape) - keep:]
+    return [1 if data.draw(st.booleans()) else d for d in tail]
+
+
+@given(data=st.data(), shape=shapes(), nthreads=thread_counts)
+def test_silu_backward(data, shape, nthreads):
+    tg.set_num_threads(nthreads)
+    dt_dy, dt_x = data.draw(st.sampled_from(FLOATS)), data.draw(st.sampled_from(FLOATS))
+    dy_shape, x_shape = broadcast_source(data, shape), broadcast_source(data, shape)
+    dy = make_input(data, dy_shape, dt_dy, data.draw(layout(dy_shape)))
+    x = make_input(data, x_shape, dt_x, data.draw(layout(x_shape)), -12, 12)
+    full = list(np.broadcast_shapes(tuple(dy_shape), tuple(x_shape)))
+    out_dtype = dt_dy if dt_dy == dt_x else F32
+    wrong = data.draw(st.integers(0, 5)) == 0  # an output of the wrong shape must be refused
+    out_shape = full + [2] if wrong else full
+    out, buf = guarded(out_shape, out_dtype, data.draw(layout(out_shape, allow_zero_stride=False)))
+    before = snapshot([dy, x])
+    result, err = run_documented(lambda: tg.silu_backward(dy, x, out=out))
+    assert_unchanged(before, [dy, x])
+    assert_guard_intact(out, buf) if err is not None else None
+    if wrong:
+        assert isinstance(err, ValueError)
+        return
+    assert err is None, err
+    assert result is out
+    assert_silu_close(out, dy, x, out_dtype)
+    assert_guard_intact(out, buf)
+
+
+# ---- binary_cross_entropy_with_logits_backward --------------------------------------------------
+
+@given(data=st.data(), shape=shapes(), nthreads=thread_counts,
+       reduction=st.sampled_from(["none", "mean", "sum", 0, 1, 2, "avg", 3]))
+def test_binary_cross_entropy_with_logits_backward(data, shape, nthreads, reduction):
+    tg.set_num_threads(nthreads)
+    dts = [data.draw(st.sampled_from(FLOATS)) for _ in range(5)]
+    x = make_input(data, shape, dts[1], data.draw(layout(shape)), -8, 8)
+    t = make_input(data, shape, dts[2], data.draw(layout(shape)), 0, 1)
+    red = {"none": 0, "mean": 1, "sum": 2}.get(reduction, reduction)
+    dy_shape = shape if red == 0 else broadcast_source(data, shape)
+    dy = make_input(data, dy_shape, dts[0], data.draw(layout(dy_shape)), 0.5, 2)
+    w = pw = None
+    if data.draw(st.booleans()):
+        ws = broadcast_source(data, shape)
+        w = make_input(data, ws, dts[3], data.draw(layout(ws)), 0, 2)
+    if data.draw(st.booleans()):
+        ps = broadcast_source(data, shape)
+        pw = make_input(data, ps, dts[4], data.draw(layout(ps)), 0.2, 4)
+    out, buf = guarded(shape, dts[2], data.draw(layout(shape, allow_zero_stride=False)))
+    before = snapshot([dy, x, t, w, pw])
+    result, err = run_documented(
+        lambda: tg.binary_cross_entropy_with_logits_backward(dy, x, t, w, pw, reduction, out=out))
+    assert_unchanged(before, [dy, x, t, w, pw])
+    assert_guard_intact(out, buf) if err is not None else None
+    if red not in (0, 1, 2):
+        assert isinstance(err, ValueError) and "reduction" in str(err)
+        return
+    assert err is None, err
+    bce_check(result, dy, x, t, w, pw, red)
+    assert_guard_intact(out, buf)
+
+
+# ---- embedding_dense_backward -------------------------------------------------------------------
+
+@given(data=st.data(), idx_shape=shapes(1, 7, 4, 48), d=st.integers(0, 20), nthreads=thread_counts)
+def test_embedding_dense_backward(data, idx_shape, d, nthreads):
+    tg.set_num_threads(nthreads)
+    # num_weights from tiny (every index out of range) to far more rows than indices (sparse path)
+    v = data.draw(st.sampled_from([0, 1, 3, 7, 64, 2000]))
+    n = int(np.prod(idx_shape, dtype=np.int64))
+    bad = v == 0 or data.draw(st.integers(0, 6)) == 0  # an index out of range somewhere
+    rows = [data.draw(st.integers(0, max(v - 1, 0))) for _ in range(n)]
+    if bad and n:
+        rows[data.draw(st.integers(0, n - 1))] = data.draw(st.sampled_from([-1, v, v + 5]))
+    idt = data.draw(st.sampled_from([np.int64, np.int32, np.int16, np.float32, np.float64]))
+    if np.dtype(idt).itemsize <= 2:
+        assume(max([abs(r) for r in rows] + [0]) < 2**15)
+    idx_src, _ = guarded(idx_shape, idt, data.draw(layout(idx_shape, allow_zero_stride=False)))
+    idx_src[...] = np.asarray(rows, np.int64).reshape(idx_shape).astype(idt)
+    g_shape = list(idx_shape) + [d]
+    gdt, odt = data.draw(st.sampled_from(FLOATS)), data.draw(st.sampled_from(FLOATS))
+    grad = make_input(data, g_shape, gdt, data.draw(layout(g_shape)))
+    padding = data.draw(st.sampled_from([-1, None, 0, 2, v + 3]))
+    scale = data.draw(st.booleans())
+    out, buf = guarded([v, d], odt, data.draw(layout([v, d], allow_zero_stride=False)))
+    before = snapshot([grad, idx_src])
+    result, err = run_documented(lambda: tg.embedding_dense_backward(grad, idx_src, v, padding, scale, out=out))
+    assert_unchanged(before, [grad, idx_src])
+    if bad and n:
+        assert isinstance(err, IndexError) and "numWeights" in str(err)
+        return
+    assert err is None, err
+    pad = -1 if padding is None or not 0 <= padding < v else padding
+    emb_check(result, grad, idx_src, v, pad, scale)
+    assert_guard_intact(out, buf)
+
+
+# ---- cross_entropy_loss and cross_entropy_loss_grad ---------------------------------------------
+
+def ce_close(got, ref, dtype, what):
+    got = np.asarray(got, np.float64)
+    ref = np.asarray(ref, np.float64)
+    assert got.shape == ref.shape, what
+    scale = np.nanmax(np.abs(ref)) if ref.size and not np.isnan(ref).all() else 1.0
+    tol = {F32: 1e-5, F16: 4e-3, BF16: 3e-2}[np.dtype(dtype)]
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * max(scale, 1.0), equal_nan=True, err_msg=what)
+
+
+@given(data=st.data(), n=st.integers(0, 9), c=st.integers(0, 33), nthreads=thread_counts,
+       reduction=st.sampled_from(["none", "mean", "sum"]), ls=st.sampled_from([0.0, 0.1, 1.0]),
+       z=st.sampled_from([0.0, 1e-4]))
+def test_cross_entropy_loss_and_grad(data, n, c, nthreads, reduction, ls, z):
+    tg.set_num_threads(nthreads)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    ignore = data.draw(st.sampled_from([-100, 0, 2**40]))
+    x = make_input(data, [n, c], dtype, data.draw(layout([n, c])), -6, 6)
+    bad = data.draw(st.integers(0, 7)) == 0
+    tvals = [data.draw(st.sampled_from([ignore, data.draw(st.integers(0, max(c - 1, 0)))])) if c else ignore
+             for _ in range(n)]
+    if bad and n:
+        tvals[data.draw(st.integers(0, n - 1))] = c + 1 if c + 1 != ignore else c + 2
+    tdt = data.draw(st.sampled_from([np.int64, np.int32]))
+    if tdt == np.int32:
+        ignore = -100 if ignore == 2**40 else ignore
+        tvals = [-100 if v == 2**40 else v for v in tvals]
+    target, _ = guarded([n], tdt, data.draw(layout([n], allow_zero_stride=False)))
+    target[...] = np.asarray(tvals, np.int64)
+    weight = None
+    if c and data.draw(st.booleans()):
+        weight = make_input(data, [c], F32, data.draw(layout([c])), 0.1, 2)
+    lp_out, lp_buf = guarded([n, c], dtype, data.draw(layout([n, c], allow_zero_stride=False)))
+    before = snapshot([x, target, weight])
+    result, err = run_documented(lambda: tg.cross_entropy_loss(x, target, weight, reduction, ignore, ls, z,
+                                                               True, out=lp_out))
+    assert_unchanged(before, [x, target, weight])
+    bad_rows = [i for i, v in enumerate(tvals) if v != ignore and not 0 <= v < c]
+    if bad_rows:
+        assert isinstance(err, IndexError) and f"target[{bad_rows[0]}]" in str(err), err
+        return
+    assert err is None, err
+    loss, lp, zloss, lse = result
+    assert lp is lp_out
+    assert_guard_intact(lp_out, lp_buf)
+    rloss, rlp, rz, rlse = ref_forward(np.asarray(x, np.float64), target, weight, reduction, ignore, ls, z)
+    ce_close(lp, rlp, dtype, "log_prob")
+    ce_close(lse, rlse, dtype, "lse")
+    ce_close(loss, rloss, dtype, "loss")
+
+    # the gradient, from the rounded log_prob, with scalar or 0-d/(N,) upstream gradients
+    g_shape = [n] if reduction == "none" else []
+    g = make_input(data, g_shape, dtype, data.draw(layout(g_shape)), 0.5, 2)
+    if reduction != "none" and data.draw(st.booleans()):
+        g = float(g)  # a Python scalar is accepted where a 0-d array is
+    gz = None if z == 0 or data.draw(st.booleans()) else make_input(data, g_shape, dtype, data.draw(layout(g_shape)))
+    out, buf = guarded([n, c], dtype, data.draw(layout([n, c], allow_zero_stride=False)))
+    before = snapshot([lp, target, weight, lse])
+    dx, err = run_documented(lambda: tg.cross_entropy_loss_grad(g, lp, target, weight, gz, lse, reduction, ignore,
+                                                               ls, z, out=out))
+    assert_unchanged(before, [lp, target, weight, lse])
+    assert err is None, err
+    assert_guard_intact(out, buf)
+    if c == 0:  # nothing to compare (the reference indexes classes)
+        assert dx.shape == (n, 0)
+        return
+    ref = ref_grad(np.asarray(g, np.float64), lp, target, weight, gz, lse, reduction, ignore, ls, z)
+    ce_close(dx, ref, dtype, "x_grad")
+
+
+# ---- the fused linear cross entropy family ------------------------------------------------------
+
+def f64(a):
+    return np.asarray(a, np.float64)
+
+
+def gemm_tol(dtype, h):
+    return {F32: 1e-4, F16: 1e-2, BF16: 6e-2}[np.dtype(dtype)] * max(1.0, np.sqrt(h))
+
+
+@given(data=st.data(), bt=st.integers(1, 12), h=st.integers(1, 24), v=st.integers(1, 40), nthreads=thread_counts,
+       reduction=st.sampled_from(["none", "mean", "sum"]))
+def test_fused_linear_cross_entropy(data, bt, h, v, nthreads, reduction):
+    tg.set_num_threads(nthreads)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    x = make_input(data, [bt, h], dtype, data.draw(layout([bt, h], allow_zero_stride=False)), -1, 1)
+    w = make_input(data, [v, h], dtype, data.draw(layout([v, h], allow_zero_stride=False)), -1, 1)
+    tvals = [data.draw(st.sampled_from([-100, data.draw(st.integers(0, v - 1))])) for _ in range(bt)]
+    bad = data.draw(st.integers(0, 7)) == 0
+    if bad:
+        tvals[data.draw(st.integers(0, bt - 1))] = v
+    target = np.asarray(tvals, data.draw(st.sampled_from([np.int64, np.int32])))
+    before = snapshot([x, w, target])
+    result, err = run_documented(lambda: tg.fused_linear_cross_entropy(x, w, target, -100, reduction))
+    assert_unchanged(before, [x, w, target])
+    if bad:
+        assert isinstance(err, IndexError), err
+        return
+    assert err is None, err
+    loss, gx, gw = result
+    logits = f64(x) @ f64(w).T
+    m = target != -100
+    lse = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
+    tt = np.where(m, target, 0)
+    per_row = np.where(m, lse - logits[np.arange(bt), tt], 0.0)
+    p = np.exp(logits - lse[:, None])
+    p[np.arange(bt), tt] -= 1
+    scale = np.where(m, 1.0, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if reduction == "mean":
+            ref_loss = per_row.sum() / m.sum()
+            scale = scale / m.sum()
+        elif reduction == "sum":
+            ref_loss = per_row.sum()
+        else:
+            ref_loss = per_row
+    g = p * scale[:, None]
+    tol = gemm_tol(dtype, h)
+    np.testing.assert_allclose(f64(loss), ref_loss, rtol=tol, atol=tol, equal_nan=True)
+    if np.all(np.isfinite(g)):
+        np.testing.assert_allclose(f64(gx), g @ f64(w), rtol=tol, atol=tol)
+        np.testing.assert_allclose(f64(gw), g.T @ f64(x), rtol=tol, atol=tol)
+
+
+@given(data=st.data(), bt=st.integers(1, 12), h=st.integers(1, 16), v=st.integers(1, 24), nthreads=thread_counts)
+def test_vocabulary_parallel_fused_linear_cross_entropy(data, bt, h, v, nthreads):
+    tg.set_num_threads(nthreads)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    start = data.draw(st.sampled_from([0, 5, 100]))
+    x = make_input(data, [bt, h], dtype, data.draw(layout([bt, h], allow_zero_stride=False)), -1, 1)
+    w = make_input(data, [v, h], dtype, data.draw(layout([v, h], allow_zero_stride=False)), -1, 1)
+    target = np.asarray([data.draw(st.integers(0, start + v + 3)) for _ in range(bt)], np.int64)
+    before = snapshot([x, w, target])
+    result, err = run_documented(lambda: tg.fused_linear_online_max_sum(x, w, target, start, start + v, True))
+    assert_unchanged(before, [x, w, target])
+    assert err is None, err
+    lmax, sexp, pred, mask, masked, logits = result
+    ref_logits = f64(x) @ f64(w).T
+    tol = gemm_tol(dtype, h)
+    np.testing.assert_allclose(f64(lmax), ref_logits.max(1), rtol=tol, atol=tol)
+    np.testing.assert_allclose(f64(sexp), np.exp(ref_logits - f64(lmax)[:, None]).sum(1), rtol=tol, atol=tol)
+    inside = (target >= start) & (target < start + v)
+    bits = np.unpackbits(mask, bitorder="little")[:bt].astype(bool)
+    np.testing.assert_array_equal(bits, ~inside)
+    np.testing.assert_array_equal(masked, np.where(inside, target - start, 0))
+    ref_pred = np.where(inside, ref_logits[np.arange(bt), np.where(inside, target - start, 0)] - f64(lmax), 0.0)
+    np.testing.assert_allclose(f64(pred), ref_pred, rtol=tol, atol=tol)
+
+    # the loss from these statistics (single rank: they are already global)
+    before = snapshot([lmax, sexp, pred, logits])
+    (loss, softmax), err = run_documented(
+        lambda: tg.fused_cross_entropy_loss_with_max_sum(lmax, sexp, pred, 0.0, logits))
+    assert_unchanged(before, [lmax, sexp, pred, logits])
+    assert err is None, err
+    np.testing.assert_allclose(f64(loss), np.log(f64(sexp)) - f64(pred), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(f64(softmax), np.exp(f64(logits) - f64(lmax)[:, None]) / f64(sexp)[:, None],
+                               rtol=tol, atol=tol)
+
+    # the gradients, memory-saving mode
+    grad = make_input(data, [bt], F32, ([0], [1], None), -2, 2)
+    before = snapshot([grad, x, w, mask, masked, lmax, sexp])
+    (gx, gw), err = run_documented(lambda: tg.fused_linear_cross_entropy_loss_grad(
+        grad, x, w, mask, masked, 0.0, lmax, sexp))
+    assert_unchanged(before, [grad, x, w, mask, masked, lmax, sexp])
+    assert err is None, err
+    G = np.exp(ref_logits - f64(lmax)[:, None]) / f64(sexp)[:, None]
+    rows = np.nonzero(inside)[0]
+    G[rows, (target - start)[rows]] -= 1
+    G *= f64(grad)[:, None]
+    np.testing.assert_allclose(f64(gx), G @ f64(w), rtol=tol, atol=tol * 4)
+    np.testing.assert_allclose(f64(gw), G.T @ f64(x), rtol=tol, atol=tol * 4)
+
+
+# ---- non-array arguments ------------------------------------------------------------------------
+
+ODD_VALUES = [None, True, 2.5, float("nan"), "3", "mean\0x", b"1", 2**63, -2**63 - 1, 2**64, [1], np.float64(1.0),
+              np.int8(3), np.bool_(False), object()]
+
+
+@given(value=st.sampled_from(ODD_VALUES), which=st.sampled_from(["num_weights", "padding_idx", "scale",
+                                                                   "ignore_index", "reduction", "label_smoothing",
+                                                                   "threads"]))
+def test_odd_argument_values_raise_documented_errors(value, which):
+    g, i = np.ones((3, 2), F32), np.array([0, 1, 1])
+    x, t = np.ones((3, 4), F32), np.array([0, 1, 2])
+    calls = {
+        "num_weights": lambda: tg.embedding_dense_backward(g, i, value),
+        "padding_idx": lambda: tg.embedding_dense_backward(g, i, 4, value),
+        "scale": lambda: tg.embedding_dense_backward(g, i, 4, -1, value),
+        "ignore_index": lambda: tg.cross_entropy_loss(x, t, ignore_index=value),
+        "reduction": lambda: tg.cross_entropy_loss(x, t, reduction=value),
+        "label_smoothing": lambda: tg.cross_entropy_loss(x, t, label_smoothing=value),
+        "threads": lambda: tg.set_num_threads(value),
+    }
+    result, err = run_documented(calls[which])
+    if err is not None:
+        assert "incompatible function arguments" not in str(err)
+        if isinstance(err, TypeError):
+            assert repr(value) in str(err), str(err)

@@ -1,0 +1,154 @@
+"""examples/train_lm.py end to end: --quick --compare (both paths, plot, logs, table), the tokenizer
+cache, resume after an interruption (the same losses as the uninterrupted run), the first steps'
+losses of tilegrad and PyTorch side by side."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tokenizers")
+pytest.importorskip("tqdm")
+pytest.importorskip("matplotlib")
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+import train_lm  # noqa: E402
+
+QUICK_STEPS = train_lm.QUICK["steps"]
+
+
+def records(log_file: Path, kind: str):
+    """(step, value) pairs of one kind ("train_loss" or "val_loss") from a log.jsonl."""
+    return [(r["step"], r[kind]) for r in train_lm.read_log(log_file) if kind in r]
+
+
+@pytest.fixture(scope="module")
+def compare_run(tmp_path_factory):
+    """One `--quick --compare` run in a fresh process (the command a user types), shared by the tests."""
+    root = tmp_path_factory.mktemp("train_lm")
+    out, cache = root / "run", root / "cache"
+    cmd = [sys.executable, str(EXAMPLES / "train_lm.py"), "--quick", "--compare", "--out", str(out),
+           "--cache-dir", str(cache)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out, cache, result.stdout
+
+
+def test_compare_writes_plot_logs_and_table(compare_run):
+    out, _, stdout = compare_run
+    png = (out / "loss.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    for path in train_lm.PATHS:
+        train = records(out / path / train_lm.LOG, "train_loss")
+        val = records(out / path / train_lm.LOG, "val_loss")
+        assert [s for s, _ in train] == list(range(1, QUICK_STEPS + 1))
+        assert val[0][0] == 0 and val[-1][0] == QUICK_STEPS
+        assert val[-1][1] < val[0][1] - 0.5  # it learns: ~6.25 -> ~5.3 nats with the quick settings
+        summary = json.loads((out / path / train_lm.SUMMARY).read_text())
+        assert summary["path"] == path and summary["steps"] == QUICK_STEPS
+        assert summary["ms_per_step"] > 0 and summary["peak_memory_mib"] is not None
+        assert (out / path / train_lm.CHECKPOINT).is_file()
+    table = (out / "summary.md").read_text()
+    for row in ("ms per step", "tokens / s", "peak memory", "final train loss", "validation loss"):
+        assert row in table and row in stdout
+    assert "--- sample ---" in stdout
+
+
+def test_both_paths_have_the_same_losses(compare_run):
+    """Same seed, same batches: the fused tilegrad loss follows PyTorch's step by step."""
+    out, _, _ = compare_run
+    logs = {p: dict(records(out / p / train_lm.LOG, "train_loss")) for p in train_lm.PATHS}
+    for step in range(1, 6):  # the first steps: agree to float32 rounding
+        assert logs["tilegrad"][step] == pytest.approx(logs["pytorch"][step], rel=1e-4), step
+    vals = {p: records(out / p / train_lm.LOG, "val_loss")[-1][1] for p in train_lm.PATHS}
+    assert vals["tilegrad"] == pytest.approx(vals["pytorch"], rel=0.02)
+
+
+def test_tokenizer_is_trained_once_then_cached(compare_run):
+    out, cache, stdout = compare_run
+    assert stdout.count("tokenizer: trained") == 1  # the --compare parent
+    assert stdout.count("tokenizer: cached") == 2  # both training processes
+    data = train_lm.prepare_data(None, train_lm.QUICK["vocab"], cache)
+    assert data.from_cache and data.tokenizer.get_vocab_size() == train_lm.QUICK["vocab"]
+    assert data.tokenizer_file.parent.parent == cache
+    text = "def f(x):\n    return x"
+    assert data.tokenizer.decode(data.tokenizer.encode(text).ids) == text  # byte level: lossless
+
+
+def test_builtin_corpora_split_into_train_and_validation():
+    for corpus, least in (("pydoc", 400_000), ("stdlib", 1_000_000)):
+        docs = train_lm.load_documents(None, corpus)
+        train, val = train_lm.split_documents(docs)
+        assert len(docs) >= 50 and len(train) + len(val) >= least
+        assert 0.03 < len(val) / (len(train) + len(val)) < 0.2  # every 10th document held out
+        assert docs[5] in val and docs[5] not in train
+
+
+def test_resume_continues_with_the_same_losses(compare_run, tmp_path):
+    """Stopped after 10 steps (as Ctrl-C would), resumed: every later loss equals the uninterrupted run's."""
+    out, cache, _ = compare_run
+    run = tmp_path / "interrupted"
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0"]
+    stopped = train_lm.main(common + ["--out", str(run), "--stop-at", "10"])
+    assert stopped["steps"] == 10
+    assert torch.load(run / train_lm.CHECKPOINT, weights_only=True)["completed"] == 10
+    resumed = train_lm.main(["--resume", str(run), "--sample-tokens", "0"])
+    assert resumed["steps"] == QUICK_STEPS
+    for kind in ("train_loss", "val_loss"):
+        got = records(run / train_lm.LOG, kind)
+        want = records(out / "tilegrad" / train_lm.LOG, kind)
+        assert [s for s, _ in got] == [s for s, _ in want]  # no step logged twice or lost
+        assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6, abs=1e-6)
+
+
+def test_bfloat16_autocast_first_steps_match(compare_run):
+    """Under CPU bf16 autocast both paths run the LM head in bf16; their first losses agree to bf16 rounding."""
+    _, cache, _ = compare_run
+    args = train_lm.parse_args(["--quick", "--cache-dir", str(cache), "--dtype", "bfloat16"])
+    data = train_lm.prepare_data(None, args.vocab, cache)
+    cfg = train_lm.model_config(args, data)
+    losses = {}
+    for baseline in (False, True):
+        torch.manual_seed(0)
+        model = train_lm.LanguageModel(cfg, train_lm.make_ops(baseline))
+        opt = train_lm.make_optimizer(model, args.lr)
+        batches = [train_lm.train_batch(data.train, s, 0, args.batch_size, args.context) for s in range(3)]
+        losses[baseline] = [train_lm.train_step(model, opt, b, args.lr, "bfloat16")[0] for b in batches]
+    assert losses[False] == pytest.approx(losses[True], rel=2e-2)
+
+
+def test_ctrl_c_requests_a_stop_between_steps():
+    """SIGINT only sets the flag (the loop checkpoints between whole steps); a second one interrupts."""
+    with train_lm.StopFlag(stop_at=None) as stop:
+        assert not stop.should_stop(0)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.should_stop(0)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert train_lm.StopFlag(stop_at=5).should_stop(5)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dim", "100", "--heads", "3"], "--dim must be a multiple of --heads (3), got 100"),
+    (["--steps", "0"], "--steps must be >= 1, got 0"),
+    (["--vocab", "100"], "--vocab must be >= 260"),
+    (["--compare", "--baseline"], "--compare runs both paths itself"),
+    (["--text", "/nonexistent/file.txt"], "--text must be a readable file, got /nonexistent/file.txt"),
+])
+def test_bad_flags_name_the_flag_and_value(argv, message):
+    with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
+        train_lm.parse_args(argv)
+
+
+def test_text_too_short_for_the_context_is_refused(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("hello world\nthis is short\n")
+    with pytest.raises(SystemExit, match="too short for --context 64"):
+        train_lm.main(["--quick", "--text", str(short), "--cache-dir", str(tmp_path / "cache"),
+                       "--out", str(tmp_path / "out")])

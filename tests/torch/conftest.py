@@ -1,0 +1,27 @@
+"""tilegrad.torch tests: tests/ on sys.path (the float64 references and comparison helpers import as
+``reference.*``) and a torch thread-count fixture.
+
+Every test module here starts with ``pytest.importorskip("torch")``; this file defines the fixture
+only when torch is importable, so the directory is collected cleanly (and skipped) without it.
+"""
+
+import os
+import sys
+
+import pytest
+
+# tests/ on the path, so the float64 NumPy references import as ``reference.<module>``.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the environment
+    torch = None
+
+if torch is not None:
+    @pytest.fixture
+    def torch_threads():
+        """Sets torch's thread count via torch_threads(n) for one test; restores it after."""
+        previous = torch.get_num_threads()
+        yield torch.set_num_threads
+        torch.set_num_threads(previous)
