@@ -294,3 +294,17 @@ def test_read_only_package_gets_a_prefix_in_the_user_cache(tmp_path, monkeypatch
     out = _run(["bash", "-c", f'source "{home}/bin/setenv.bash" && echo "$LD_LIBRARY_PATH"'], env=_clean_env())
     assert Path(out.strip()).resolve() == Path(library).parent
     assert Path(_paths.get_ascend_home()) == home  # reused, not copied again
+
+
+def test_vendor_line_repeatable_executor_over_tensors_without_data(home, tmp_path):
+    """The vendor's aclSetInputTensorAddr sample flow: tensors created with nullptr data, addresses
+    given before each launch of one repeatable executor."""
+    exe = tmp_path / "repeatable_without_data"
+    _gxx_vendor_line(home, VENDOR_STYLE / "repeatable_without_data.cpp", exe, std="c++11")
+    out = _run([str(exe)], env=_clean_env(), cwd=tmp_path)
+    for step in range(2):
+        got = np.array(_results(out, prefix=f"step {step} "))
+        i = np.arange(6)
+        dy = (0.5 * (i + 1) * (step + 1)).astype(np.float32).astype(np.float64)
+        x = (-2.5 + i + 0.25 * step).astype(np.float32).astype(np.float64)
+        np.testing.assert_allclose(got, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7)

@@ -89,8 +89,8 @@ def test_embedding_c_abi_workspace_overflow_is_161002():
     with AclTensors() as t:
         status, ws, ex = _huge_embedding(t, 2**57, 2**60)
         assert status == ACLNN_ERR_PARAM_INVALID, (status, ws)
-        message = last_error()  # aclGetRecentErrMsg returns and clears the thread's message (vendor)
-        assert "overflows 64-bit sizes" in message and EMB in message
+        msg = last_error()  # aclGetRecentErrMsg clears the message when read: read it once
+        assert "overflows 64-bit sizes" in msg and EMB in msg
 
 
 def test_embedding_c_abi_huge_vocabulary_workspace_is_proportional_to_indices():
