@@ -48,7 +48,6 @@ static void test_null_pointers(void) {
      with aclSetInputTensorAddr before the launch); launching without one is 161001 */
   aclTensor* nodata = contiguous(shape, 1, ACL_FLOAT, NULL);
   if (nodata) {
-    /* phase 1 takes it (the vendor's samples give addresses later); the launch refuses it */
     EXPECT(aclnnSiluBackwardGetWorkspaceSize(nodata, ta, tb, &ws, &ex) == ACLNN_SUCCESS);
     EXPECT_ERR(aclnnSiluBackward(NULL, 0, ex, NULL), kNullptr, "data is null (give it an address");
     EXPECT(aclDestroyAclOpExecutor(ex) == ACLNN_SUCCESS);
