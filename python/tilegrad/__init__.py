@@ -18,13 +18,14 @@ from ._runtime import (
     set_max_isa,
     set_num_threads,
 )
-from ._paths import get_cmake_dir, get_include, get_library
+from ._paths import get_ascend_home, get_cmake_dir, get_include, get_library
 from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
 from ._embedding_dense_backward import embedding_dense_backward
 from ._fused_linear_cross_entropy import (
     fused_cross_entropy_loss_with_max_sum,
     fused_linear_cross_entropy,
     fused_linear_cross_entropy_loss_grad,
+    fused_linear_cross_entropy_plan,
     fused_linear_online_max_sum,
 )
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
@@ -45,7 +46,9 @@ __all__ = [
     "fused_cross_entropy_loss_with_max_sum",
     "fused_linear_cross_entropy",
     "fused_linear_cross_entropy_loss_grad",
+    "fused_linear_cross_entropy_plan",
     "fused_linear_online_max_sum",
+    "get_ascend_home",
     "get_cmake_dir",
     "get_include",
     "get_library",

@@ -25,3 +25,12 @@ if torch is not None:
         previous = torch.get_num_threads()
         yield torch.set_num_threads
         torch.set_num_threads(previous)
+
+    @pytest.fixture
+    def one_torch_thread():
+        """Tiny models: one thread (results do not depend on the count, and on a loaded 2-core machine
+        two spinning OpenMP threads make their steps ~50x slower); restores the count after."""
+        previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(previous)

@@ -32,14 +32,7 @@ CASES = [
 TOLERANCES = {torch.float32: 2e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 4e-3}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one thread (results do not depend on the count, and on a loaded 2-core machine two
-    spinning OpenMP threads make these steps ~50x slower)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/torch/conftest.py
 
 
 def make_problem(dtype, seed=0):

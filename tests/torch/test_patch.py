@@ -19,14 +19,7 @@ VOCAB, HIDDEN, SEQ, BATCH, STEPS = 96, 32, 12, 3, 20
 LOSS_RTOL = 1e-4  # 20 float32 training steps: tilegrad and torch sum in different orders
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one thread (results do not depend on the count, and on a loaded 2-core machine two
-    spinning OpenMP threads make these steps ~50x slower)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/torch/conftest.py
 
 
 # ----------------------------------------------------------------------------------------------
