@@ -57,7 +57,7 @@ def test_online_max_sum_vocab_range_must_be_integers(start, end, error):
 @pytest.mark.parametrize("value", [1e-50, 0.1, -0.0 + 1e-300])
 def test_loss_with_max_sum_label_smoothing_must_be_exactly_zero(value):
     stats = np.zeros(4, np.float32), np.ones(4, np.float32), np.zeros(4, np.float32)
-    with pytest.raises(ValueError, match="label_smoothing must be 0"):
+    with pytest.raises(ValueError, match="labelSmoothing must be 0"):
         tg.fused_cross_entropy_loss_with_max_sum(*stats, value)
     loss, _ = tg.fused_cross_entropy_loss_with_max_sum(*stats, 0.0)
     np.testing.assert_array_equal(loss, np.zeros(4, np.float32))

@@ -52,7 +52,7 @@ def _zero_label_smoothing(label_smoothing) -> float:
     cast would turn into 0) is refused, never silently dropped."""
     value = check_float("aclnnFusedCrossEntropyLossWithMaxSum", "label_smoothing", label_smoothing)
     if value != 0.0:
-        raise ValueError(f"aclnnFusedCrossEntropyLossWithMaxSum: label_smoothing must be 0, got {label_smoothing!r}")
+        raise ValueError(f"aclnnFusedCrossEntropyLossWithMaxSum: labelSmoothing must be 0, got {label_smoothing!r}")
     return value
 
 
