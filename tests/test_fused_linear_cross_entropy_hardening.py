@@ -61,3 +61,37 @@ def test_loss_with_max_sum_label_smoothing_must_be_exactly_zero(value):
         tg.fused_cross_entropy_loss_with_max_sum(*stats, value)
     loss, _ = tg.fused_cross_entropy_loss_with_max_sum(*stats, 0.0)
     np.testing.assert_array_equal(loss, np.zeros(4, np.float32))
+
+
+def _zero_width_reference(target, vocab, ignore_index, reduction, class_weight, smoothing, z):
+    """float64 loss when every logit is 0: log_prob = -log V for every class."""
+    lse = np.log(float(vocab))
+    kept = target != ignore_index
+    if class_weight is None:  # unit weights, summed without forming V of them
+        wt, w_sum = kept.astype(np.float64), float(vocab)
+    else:
+        w = class_weight.astype(np.float64)
+        wt, w_sum = np.where(kept, w[np.where(kept, target, 0)], 0.0), w.sum()
+    ce = np.where(kept, (1 - smoothing) * wt * lse + smoothing / vocab * w_sum * lse, 0.0)
+    zl = np.where(kept, z * lse * lse, 0.0)
+    if reduction == "none":
+        return ce + zl
+    if reduction == "sum":
+        return (ce + zl).sum()
+    return ce.sum() / wt.sum() + zl.sum() / kept.sum()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_fused_zero_hidden_size_is_closed_form(reduction):
+    target = np.array([3, -100, 6, 0], np.int64)
+    x = np.zeros((4, 0), np.float32)
+    # a vocabulary no byte of data grows with: must not take time proportional to it
+    huge = 2**40
+    loss, gi, gw = tg.fused_linear_cross_entropy(x, np.zeros((huge, 0), np.float32), target, reduction=reduction)[:3]
+    np.testing.assert_allclose(loss, _zero_width_reference(target, huge, -100, reduction, None, 0.0, 0.0), rtol=1e-6)
+    assert gi.shape == (4, 0) and gw.shape == (huge, 0)
+    # small vocabulary with every feature that keeps the logits 0: class weights, smoothing, z-loss
+    cw = np.linspace(0.5, 2.0, 7).astype(np.float32)
+    loss, _, _, zl = tg.fused_linear_cross_entropy(x, np.zeros((7, 0), np.float32), target, reduction=reduction,
+                                                   class_weight=cw, label_smoothing=0.2, lse_square_scale=1e-2)
+    np.testing.assert_allclose(loss, _zero_width_reference(target, 7, -100, reduction, cw, 0.2, 1e-2), rtol=1e-5)

@@ -253,7 +253,16 @@ void FusedLaunch::run(void* workspace) {
   f.class_w = has_cw ? cw.data() : nullptr;
   f.grad_bias_acc = gb_acc.empty() ? nullptr : gb_acc.data();
   std::vector<float> ce(bt, 0.0f), zl(bt, 0.0f);
-  if (tiling_.plan != FlcePlan::kVocabOuter) {
+  if (a_.input.shape[1] == 0 && !has_bias && v > 0) {
+    // H = 0 without a bias: every logit is an empty dot product, 0 (softcap(0) = 0), so each row's
+    // max is 0, its sum of exp V and its weighted logit sum 0; the gradients have no elements. Closed
+    // form, instead of passes over a vocabulary whose length need not relate to any byte of data.
+    for (int64_t i = 0; i < bt; ++i) {
+      const FlceRowResult r = flce_row_result(spec, i, col[i] >= 0, 0.0f, float(v), 0.0f, 0.0f);
+      ce[i] = r.ce;
+      zl[i] = r.zloss;
+    }
+  } else if (tiling_.plan != FlcePlan::kVocabOuter) {
     flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), a_.gin, a_.gw,
                      workspace);
   } else {
