@@ -12,9 +12,10 @@ tilegrad.torch                         torch equivalent                         
 ``cross_entropy(...)``                 ``F.cross_entropy`` (+ z-loss)           probability targets
 ``embedding(...)``                     ``F.embedding``                          ``max_norm``, ``sparse=True``
 ``binary_cross_entropy_with_logits``   ``F.binary_cross_entropy_with_logits``   --
-``linear_cross_entropy(...)``          ``F.linear_cross_entropy``               bias, class weight, label
-                                                                                smoothing (computed as
-                                                                                linear + tilegrad cross_entropy)
+``linear_cross_entropy(...)``          ``F.linear_cross_entropy``               K-dim weights; with bias, class
+                                                                                weight or smoothing: "none" and
+                                                                                no-grad calls (computed as linear
+                                                                                + tilegrad cross_entropy)
 =====================================  =======================================  ==============================
 
 Every function also falls back for tensors off the CPU, sparse tensors and other dtypes (e.g. float64).
