@@ -116,11 +116,8 @@ _pool = _BufferPool(_pool_limit_bytes())
 def new_output(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """A C-contiguous CPU tensor for a kernel to write: large ones from the recycled pool."""
     shape = tuple(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size() if dtype not in _ITEMSIZE else _ITEMSIZE[dtype]
-    nbytes = itemsize * math.prod(shape)
+    nbytes = dtype.itemsize * math.prod(shape)
     if nbytes < _POOLED_MIN_BYTES or _pool.limit_bytes == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.from_numpy(_pool.take(nbytes)).view(dtype).view(shape)
 
-
-_ITEMSIZE = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.int64: 8, torch.int32: 4}

@@ -269,10 +269,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                  for t in (input, linear_weight, linear_bias))
     rows = input.reshape(-1, input.shape[-1]) if rows_ok else None
-    flat_target = target.reshape(-1)
     if rows_ok and wants_grad and reduction != "none":
         class_weight = None if weight is None else weight.to(torch.float32)
-        loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, flat_target, linear_bias,
+        loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
                                                                _ops.REDUCTION_CODES[reduction])
         return loss.to(loss_dtype)
