@@ -54,20 +54,25 @@ constexpr uint64_t kCachedWorkspaceLimit = 64ull << 20;
 thread_local AlignedBuffer t_workspace;
 thread_local bool t_workspace_in_use = false;
 
+// launch.run(workspace), timed and traced when TILEGRAD_VERBOSE recorded a line for it.
+void run_traced(Launch& launch, void* workspace) {
+  launch.trace().timed([&] { launch.run(workspace); });
+}
+
 }  // namespace
 
 void run_now(Launch& launch) {
   const uint64_t bytes = launch.workspace_bytes();
-  if (bytes == 0) return launch.run(nullptr);
+  if (bytes == 0) return run_traced(launch, nullptr);
   if (bytes > kCachedWorkspaceLimit || t_workspace_in_use) {
     AlignedBuffer own;
     own.reserve(bytes);
-    return launch.run(own.ptr);
+    return run_traced(launch, own.ptr);
   }
   t_workspace.reserve(bytes);
   t_workspace_in_use = true;
   try {
-    launch.run(t_workspace.ptr);
+    run_traced(launch, t_workspace.ptr);
   } catch (...) {
     t_workspace_in_use = false;
     throw;
@@ -179,7 +184,7 @@ int32_t launch_executor(const char* op, void* workspace, uint64_t workspace_size
       launch = e.launch;
       if (!e.repeatable) g_executors.erase(reinterpret_cast<uintptr_t>(executor));
     }
-    launch->run(workspace);
+    run_traced(*launch, workspace);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "aclnn/aclnn_base.h"
+#include "core/trace.h"
 
 namespace tilegrad::core {
 
@@ -23,6 +24,12 @@ class Launch {
   // May throw tilegrad::Error for data-dependent errors (an index out of range). Must leave the
   // launch able to run again (repeatable executors run it any number of times).
   virtual void run(void* workspace) = 0;
+  // The TILEGRAD_VERBOSE line: recorded by the operator when it builds the launch (trace_.record(...),
+  // nothing when off); run_now / launch_executor print it with the time run() took.
+  const Trace& trace() const { return trace_; }
+
+ protected:
+  Trace trace_;
 };
 
 // Native path: runs a launch with a workspace allocated (and freed) here.

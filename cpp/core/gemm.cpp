@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/trace.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tilegrad::core {
@@ -326,6 +327,33 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
     });
   }
   trim_scratch(threads);
+}
+
+namespace {
+
+const char* onednn_isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2_vnni_2: return "avx2_vnni_2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_fp16: return "avx512_core_fp16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+    default: return "default";
+  }
+}
+
+}  // namespace
+
+void trace_gemm(Trace& trace, DType dtype) {
+  if (!trace.on()) return;
+  trace.field("onednn_isa", onednn_isa_name(dnnl::get_effective_cpu_isa()));
+  if (dtype == DType::kFloat16) trace.field("f16_gemm", f16_matmul_supported() ? "native" : "widened_to_f32");
 }
 
 std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate,

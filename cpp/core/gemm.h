@@ -19,6 +19,8 @@
 
 namespace tilegrad::core {
 
+class Trace;
+
 // Element (r, c) lives at data + (r * row_stride + c * col_stride) * dtype_size(dtype).
 struct GemmMatrix {
   void* data = nullptr;
@@ -75,5 +77,11 @@ TILEGRAD_API void gemm_plain(const GemmMatrix& a, const GemmMatrix& b, const Gem
 // (gemm and gemm_implementation are exported only for the benchmark hook tilegrad._core._onednn_matmul.)
 TILEGRAD_API std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate,
                                 int threads);
+
+// Adds to a recorded TILEGRAD_VERBOSE line (core/trace.h) how the GEMMs of `dtype` operands run:
+// onednn_isa, oneDNN's instruction set (the CPU's best, capped by ONEDNN_MAX_CPU_ISA, which oneDNN
+// reads once, at its first use), e.g. avx512_core_bf16; for fp16, f16_gemm=native or widened_to_f32
+// (oneDNN has no fp16 matmul for this CPU). Nothing when the trace is off.
+void trace_gemm(Trace& trace, DType dtype);
 
 }  // namespace tilegrad::core
