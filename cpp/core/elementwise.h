@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/describe.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::core {
@@ -37,6 +38,9 @@ struct ElementwiseTiling {
   int num_tiles = 0;
   int64_t tile_elems = 0;
   bool streaming_stores = false;  // output bypasses the caches (non-temporal stores)
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h).
+  TILEGRAD_API void describe(FieldVisitor& v) const;
 };
 
 struct Platform;

@@ -73,10 +73,7 @@ void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
          int64_t l2, int64_t l3, const std::string& isa) {
         const auto t = ops::bce_backward_tiling(numel, bytes_per_elem, out_contiguous, reduction,
                                                 py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d = py_support::elementwise_tiling_dict(t.tiles);
-        d["isa"] = isa_name(t.isa);
-        d["scale"] = t.scale;
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("reduction"),
       py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,

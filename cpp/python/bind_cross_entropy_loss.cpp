@@ -3,6 +3,7 @@
 
 #include "ops/cross_entropy_loss/cross_entropy_loss_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/cross_entropy.hpp"
 
 namespace py = pybind11;
@@ -55,16 +56,7 @@ void bind_cross_entropy_loss(py::module_& m) {
          int64_t l1, int64_t l2, int64_t l3, const std::string& isa) {
         const auto t = ops::cross_entropy_loss_tiling(rows, cols, in_elem_bytes, out_elem_bytes, out_contiguous,
                                                       py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d;
-        d["rows"] = t.rows;
-        d["cols"] = t.cols;
-        d["num_tiles"] = t.num_tiles;
-        d["rows_per_tile"] = t.rows_per_tile;
-        d["chunk_cols"] = t.chunk_cols;
-        d["num_chunks"] = t.num_chunks;
-        d["streaming_stores"] = t.streaming_stores;
-        d["isa"] = isa_name(t.isa);
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("rows"), py::arg("cols"), py::arg("in_elem_bytes"), py::arg("out_elem_bytes"), py::arg("out_contiguous"),
       py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,

@@ -3,6 +3,7 @@
 
 #include "ops/cross_entropy_loss_grad/cross_entropy_loss_grad_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/cross_entropy.hpp"
 
 namespace py = pybind11;
@@ -49,16 +50,7 @@ void bind_cross_entropy_loss_grad(py::module_& m) {
          int64_t l3, const std::string& isa) {
         const auto t = ops::cross_entropy_loss_grad_tiling(rows, cols, bytes_per_elem, out_contiguous,
                                                            py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d;
-        d["rows"] = t.rows;
-        d["cols"] = t.cols;
-        d["num_tiles"] = t.num_tiles;
-        d["rows_per_tile"] = t.rows_per_tile;
-        d["col_chunks"] = t.col_chunks;
-        d["chunk_cols"] = t.chunk_cols;
-        d["streaming_stores"] = t.streaming_stores;
-        d["isa"] = isa_name(t.isa);
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("rows"), py::arg("cols"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("threads"),
       py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20, py::arg("l3_bytes") = 32 << 20,

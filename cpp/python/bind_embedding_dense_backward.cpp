@@ -4,6 +4,7 @@
 
 #include "ops/embedding_dense_backward/embedding_dense_backward_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/embedding_dense_backward.hpp"
 
 namespace py = pybind11;
@@ -40,31 +41,7 @@ void bind_embedding_dense_backward(py::module_& m) {
         const auto t = ops::embedding_dense_backward_tiling(num_indices, num_weights, dim, grad_elem, out_elem,
                                                             out_rows_packed,
                                                             py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d;
-        d["num_indices"] = t.num_indices;
-        d["num_weights"] = t.num_weights;
-        d["dim"] = t.dim;
-        d["empty"] = t.empty;
-        d["sparse"] = t.sparse;
-        d["pairs_offset"] = t.pairs_offset;
-        d["sort_tiles"] = t.sort_tiles;
-        d["sort_chunk"] = t.sort_chunk;
-        d["prefix_tiles"] = t.prefix_tiles;
-        d["prefix_chunk"] = t.prefix_chunk;
-        d["accum_tiles"] = t.accum_tiles;
-        d["grad_row_cost"] = t.grad_row_cost;
-        d["out_row_cost"] = t.out_row_cost;
-        d["prefetch_row_bytes"] = t.prefetch_row_bytes;
-        d["streaming_stores"] = t.streaming_stores;
-        d["column_quantum"] = t.column_quantum;
-        d["keys_offset"] = t.keys_offset;
-        d["src_offset"] = t.src_offset;
-        d["starts_offset"] = t.starts_offset;
-        d["hist_offset"] = t.hist_offset;
-        d["scratch_offset"] = t.scratch_offset;
-        d["workspace_bytes"] = t.workspace_bytes;
-        d["isa"] = isa_name(t.isa);
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("num_indices"), py::arg("num_weights"), py::arg("dim"), py::arg("grad_elem"), py::arg("out_elem"),
       py::arg("out_rows_packed"), py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,

@@ -5,6 +5,7 @@
 #include "core/gemm.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
 namespace py = pybind11;
@@ -73,22 +74,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         if (budget <= 0) budget = ops::flce_budget();
         const auto t = ops::flce_fused_tiling(bt, h, v, dtype_size, gemmable, gemmable, true, true, budget,
                                               platform(threads, isa));
-        py::dict d;
-        d["plan"] = ops::flce_plan_name(t.plan);
-        d["gemms"] = t.plan == ops::FlcePlan::kVocabOuter ? 4 : 3;
-        d["budget"] = t.budget;
-        d["chunk_rows"] = t.chunk_rows;
-        d["num_chunks"] = t.num_chunks;
-        d["logits_bytes"] = t.logits_bytes;
-        d["g_bytes"] = t.g_bytes;
-        d["acc_weight_bytes"] = t.acc_weight_bytes;
-        d["workspace_bytes"] = t.workspace_bytes;
-        if (t.plan == ops::FlcePlan::kVocabOuter) {
-          d["bt_chunk"] = t.grad.bt_chunk;
-          d["v_chunk"] = t.grad.v_chunk;
-          d["v_outer"] = t.grad.v_outer;
-        }
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("budget") = 0,
       py::arg("gemmable") = true, py::arg("threads") = 2, py::arg("isa") = "avx512");
@@ -122,20 +108,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
          int64_t budget, int threads, const std::string& isa) {
         const auto t = ops::flce_forward_tiling(bt, h, v, dtype_size, input_gemmable, weight_gemmable, budget,
                                                 platform(threads, isa));
-        py::dict d;
-        d["bt_chunk"] = t.bt_chunk;
-        d["v_chunk"] = t.v_chunk;
-        d["num_bt_chunks"] = t.num_bt_chunks;
-        d["num_v_chunks"] = t.num_v_chunks;
-        d["logits_offset"] = t.logits_offset;
-        d["logits_bytes"] = t.logits_bytes;
-        d["input_copy_offset"] = t.input_copy_offset;
-        d["input_copy_bytes"] = t.input_copy_bytes;
-        d["weight_copy_offset"] = t.weight_copy_offset;
-        d["weight_copy_bytes"] = t.weight_copy_bytes;
-        d["workspace_bytes"] = t.workspace_bytes;
-        d["threads"] = t.threads;
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("input_gemmable") = true,
       py::arg("weight_gemmable") = true, py::arg("budget") = ops::kFlceDefaultBudget, py::arg("threads") = 2,
@@ -149,31 +122,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         const auto t = ops::flce_grad_tiling(bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
                                              grad_input_gemmable, grad_weight_gemmable, budget, platform(threads, isa),
                                              force_order);
-        py::dict d;
-        d["recompute"] = t.recompute;
-        d["v_outer"] = t.v_outer;
-        d["bt_chunk"] = t.bt_chunk;
-        d["v_chunk"] = t.v_chunk;
-        d["num_bt_chunks"] = t.num_bt_chunks;
-        d["num_v_chunks"] = t.num_v_chunks;
-        d["grad_input_direct"] = t.grad_input_direct;
-        d["grad_weight_direct"] = t.grad_weight_direct;
-        d["acc_input_rows"] = t.acc_input_rows;
-        d["acc_weight_rows"] = t.acc_weight_rows;
-        d["logits_offset"] = t.logits_offset;
-        d["logits_bytes"] = t.logits_bytes;
-        d["g_offset"] = t.g_offset;
-        d["g_bytes"] = t.g_bytes;
-        d["acc_input_offset"] = t.acc_input_offset;
-        d["acc_input_bytes"] = t.acc_input_bytes;
-        d["acc_weight_offset"] = t.acc_weight_offset;
-        d["acc_weight_bytes"] = t.acc_weight_bytes;
-        d["input_copy_offset"] = t.input_copy_offset;
-        d["input_copy_bytes"] = t.input_copy_bytes;
-        d["weight_copy_offset"] = t.weight_copy_offset;
-        d["weight_copy_bytes"] = t.weight_copy_bytes;
-        d["workspace_bytes"] = t.workspace_bytes;
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("recompute") = true,
       py::arg("input_gemmable") = true, py::arg("weight_gemmable") = true, py::arg("grad_input_gemmable") = true,

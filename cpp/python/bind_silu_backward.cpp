@@ -35,9 +35,7 @@ void bind_silu_backward(py::module_& m) {
          const std::string& isa) {
         const auto t = ops::silu_backward_tiling(numel, bytes_per_elem, out_contiguous,
                                                  py_support::platform_from(threads, l1, l2, l3, isa));
-        py::dict d = py_support::elementwise_tiling_dict(t.tiles);
-        d["isa"] = isa_name(t.isa);
-        return d;
+        return py_support::tiling_dict(t);
       },
       py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("threads"),
       py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20, py::arg("l3_bytes") = 32 << 20,

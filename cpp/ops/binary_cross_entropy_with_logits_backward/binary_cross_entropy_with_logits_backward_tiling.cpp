@@ -14,4 +14,10 @@ BceBackwardTiling bce_backward_tiling(int64_t numel, int64_t bytes_per_elem, boo
   return t;
 }
 
+void BceBackwardTiling::describe(core::FieldVisitor& v) const {
+  tiles.describe(v);
+  v.field("isa", isa);
+  v.field("scale", scale);
+}
+
 }  // namespace tilegrad::ops

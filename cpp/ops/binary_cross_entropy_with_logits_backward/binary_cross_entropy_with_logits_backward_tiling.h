@@ -14,6 +14,9 @@ struct BceBackwardTiling {
   core::ElementwiseTiling tiles;  // per-thread element ranges, streaming-store decision
   Isa isa = Isa::kScalar;         // kernel level the tiles run at
   float scale = 1.0f;             // 1 / max(1, numel) for reduction 1 (mean), else 1
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h).
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 // numel: elements of self (= out); bytes_per_elem: bytes one output element moves (operands that

@@ -27,4 +27,15 @@ CrossEntropyLossTiling cross_entropy_loss_tiling(int64_t rows, int64_t cols, int
   return t;
 }
 
+void CrossEntropyLossTiling::describe(core::FieldVisitor& v) const {
+  v.field("rows", rows);
+  v.field("cols", cols);
+  v.field("num_tiles", num_tiles);
+  v.field("rows_per_tile", rows_per_tile);
+  v.field("chunk_cols", chunk_cols);
+  v.field("num_chunks", num_chunks);
+  v.field("streaming_stores", streaming_stores);
+  v.field("isa", isa);
+}
+
 }  // namespace tilegrad::ops

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/describe.h"
 #include "core/platform.h"
 #include "tilegrad/export.h"
 
@@ -19,6 +20,9 @@ struct CrossEntropyLossTiling {
   int64_t num_chunks = 0;         // chunks per row
   bool streaming_stores = false;  // logProb bypasses the caches (non-temporal stores)
   Isa isa = Isa::kScalar;
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h).
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 TILEGRAD_API CrossEntropyLossTiling cross_entropy_loss_tiling(int64_t rows, int64_t cols, int64_t in_elem_bytes,

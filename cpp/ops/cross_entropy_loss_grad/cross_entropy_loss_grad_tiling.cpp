@@ -36,4 +36,15 @@ CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t 
   return t;
 }
 
+void CrossEntropyLossGradTiling::describe(core::FieldVisitor& v) const {
+  v.field("rows", rows);
+  v.field("cols", cols);
+  v.field("num_tiles", num_tiles);
+  v.field("rows_per_tile", rows_per_tile);
+  v.field("col_chunks", col_chunks);
+  v.field("chunk_cols", chunk_cols);
+  v.field("streaming_stores", streaming_stores);
+  v.field("isa", isa);
+}
+
 }  // namespace tilegrad::ops

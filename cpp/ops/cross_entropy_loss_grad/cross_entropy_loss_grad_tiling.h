@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/describe.h"
 #include "core/platform.h"
 #include "tilegrad/export.h"
 
@@ -18,6 +19,9 @@ struct CrossEntropyLossGradTiling {
   int64_t chunk_cols = 0;        // multiple of 64 unless it covers the whole row
   bool streaming_stores = false; // xGrad bypasses the caches (non-temporal stores)
   Isa isa = Isa::kScalar;
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h).
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 TILEGRAD_API CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t cols,

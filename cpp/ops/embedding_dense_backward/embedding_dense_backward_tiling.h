@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/describe.h"
 #include "core/platform.h"
 #include "tilegrad/export.h"
 
@@ -57,6 +58,9 @@ struct EmbeddingDenseBackwardTiling {
   int64_t workspace_bytes = 0;
 
   Isa isa = Isa::kScalar;
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h).
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 // Sparse path above this many output rows per index.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "core/describe.h"
 #include "core/platform.h"
 #include "tilegrad/export.h"
 
@@ -34,6 +35,10 @@ struct FlceForwardTiling {
   uint64_t workspace_bytes = 0;
   int threads = 1;
   Isa isa = Isa::kScalar;
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h);
+  // not `threads`, the Platform's thread count (the trace prints it; the plan never depends on it).
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 TILEGRAD_API FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
@@ -56,6 +61,8 @@ struct FlceGradTiling {
   uint64_t workspace_bytes = 0;
   int threads = 1;
   Isa isa = Isa::kScalar;
+
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;  // as FlceForwardTiling's
 };
 
 // The single-process op's plan (a pure function of the shapes, dtype size, layouts, budget and
@@ -80,6 +87,9 @@ struct FlceFusedTiling {
   uint64_t workspace_bytes = 0;
   int threads = 1;
   Isa isa = Isa::kScalar;
+  // plan, gemms (3, or 4 for kVocabOuter), the chunks and buffers of the plan (vocab_outer: the
+  // gradient's blocks and loop order) and isa.
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 TILEGRAD_API FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
                                                bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,

@@ -10,4 +10,9 @@ SiluBackwardTiling silu_backward_tiling(int64_t numel, int64_t bytes_per_elem, b
   return t;
 }
 
+void SiluBackwardTiling::describe(core::FieldVisitor& v) const {
+  tiles.describe(v);
+  v.field("isa", isa);
+}
+
 }  // namespace tilegrad::ops

@@ -13,6 +13,9 @@ namespace tilegrad::ops {
 struct SiluBackwardTiling {
   core::ElementwiseTiling tiles;  // per-thread element ranges, streaming-store decision
   Isa isa = Isa::kScalar;         // kernel level the tiles run at
+
+  // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h).
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 TILEGRAD_API SiluBackwardTiling silu_backward_tiling(int64_t numel, int64_t bytes_per_elem, bool out_contiguous,
