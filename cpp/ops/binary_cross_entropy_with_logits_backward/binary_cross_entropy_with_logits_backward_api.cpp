@@ -122,6 +122,8 @@ class BceBackwardLaunch final : public core::Launch {
     tiling_ = bce_backward_tiling(numel, bytes, core::inner_is_contiguous(layout_), reduction,
                                   core::Platform::current());
     kernel_ = bce_backward_kernel(tiling_.isa, variant_);
+    trace_.record(kOp, {{"gradOutput", &dy}, {"self", &x}, {"target", &t}, {"weightOptional", w},
+                        {"posWeightOptional", pw}, {"out", &out}}, tiling_);
   }
 
   void run(void*) override {

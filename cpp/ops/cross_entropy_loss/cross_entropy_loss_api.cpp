@@ -147,6 +147,10 @@ class CrossEntropyLossLaunch final : public core::Launch {
                             kOp, "workspace tile buffers", core::checked_mul(kOp, "workspace tile buffers", tiling_.chunk_cols, es_ * 2)));
     layout.take("workspace tile buffers", tiling_.num_tiles, static_cast<int64_t>(bytes_tile_));
     workspace_bytes_ = static_cast<uint64_t>(layout.bytes());
+    trace_.record(kOp, {{"input", &a_.input}, {"target", &a_.target}, {"weightOptional", &a_.weight},
+                        {"lossOut", &a_.loss}, {"logProbOut", &a_.log_prob}, {"zlossOut", &a_.zloss},
+                        {"lseForZlossOut", &a_.lse}}, tiling_);
+    trace_.field("fused_log_prob", fused_);  // logProb written during the next row's exp pass
   }
 
   uint64_t workspace_bytes() const override { return workspace_bytes_; }

@@ -105,6 +105,9 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
                                              core::Platform::current());
     kernel_ = cross_entropy_loss_grad_kernel(tiling_.isa);
     use_weight_vector_ = a_.weight.data != nullptr && a_.label_smoothing > 0 && cols_ > 0 && rows_ > 0;
+    trace_.record(kOp, {{"gradLoss", &a_.grad_loss}, {"logProb", &a_.log_prob}, {"target", &a_.target},
+                        {"weightOptional", &a_.weight}, {"gradZlossOptional", &a_.grad_zloss},
+                        {"lseForZlossOptional", &a_.lse}, {"xGradOut", &a_.x_grad}}, tiling_);
   }
 
   uint64_t workspace_bytes() const override {

@@ -106,6 +106,7 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     args_.streaming_stores = tiling_.streaming_stores;
     args_.prefetch_row_bytes = tiling_.prefetch_row_bytes;
     kernel_ = embedding_dense_backward_kernel(tiling_.isa);
+    trace_.record(kOp, {{"grad", &grad}, {"indices", &indices}, {"out", &out}}, tiling_);
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }

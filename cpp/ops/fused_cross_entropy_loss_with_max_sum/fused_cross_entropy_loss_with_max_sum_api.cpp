@@ -72,6 +72,9 @@ class LossWithMaxSumLaunch final : public core::Launch {
   LossWithMaxSumLaunch(const Args& a, float label_smoothing) : a_(a) {
     validate(a_, label_smoothing);
     platform_ = core::Platform::current();
+    trace_.record(kOp, {{"logitsMax", &a_.max}, {"sumExpLogits", &a_.sum}, {"predictedLogits", &a_.pred},
+                        {"vocabParallelLogitsOptional", &a_.logits}, {"lossOut", &a_.loss},
+                        {"softMaxOutOptional", &a_.softmax}});
   }
 
   void run(void*) override {

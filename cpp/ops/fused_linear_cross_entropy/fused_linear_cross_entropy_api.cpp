@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/gemm.h"
 #include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/flce_checks.h"
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
@@ -135,6 +136,11 @@ class FusedLaunch final : public core::Launch {
     tiling_ = flce_fused_tiling(bt, h, v, dtype_size(a.input.dtype), flce_gemmable(a.input), flce_gemmable(a.weight),
                                 flce_gemmable(a.gin), flce_gemmable(a.gw),
                                 o.memory_budget > 0 ? o.memory_budget : flce_budget(), p);
+    trace_.record(kOp, {{"input", &a_.input}, {"weight", &a_.weight}, {"target", &a_.target}, {"bias", &a_.bias},
+                        {"class_weight", &a_.class_weight}, {"grad_output", &a_.grad_output}, {"loss", &a_.loss},
+                        {"grad_input", &a_.gin}, {"grad_weight", &a_.gw}, {"grad_bias", &a_.grad_bias},
+                        {"z_loss", &a_.z_loss}}, tiling_);
+    core::trace_gemm(trace_, a_.input.dtype);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 

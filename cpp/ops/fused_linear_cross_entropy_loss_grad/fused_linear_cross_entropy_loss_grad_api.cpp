@@ -6,6 +6,7 @@
 #include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/gemm.h"
 #include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/flce_checks.h"
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
@@ -103,6 +104,11 @@ class LossGradLaunch final : public core::Launch {
     tiling_ = flce_grad_tiling(a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
                                !flce_present(a.softmax), flce_gemmable(a.input), flce_gemmable(a.weight),
                                flce_gemmable(a.gin), flce_gemmable(a.gw), budget, core::Platform::current());
+    trace_.record(kOp, {{"grad", &a_.grad}, {"input", &a_.input}, {"weight", &a_.weight}, {"targetMask", &a_.mask},
+                        {"maskedTarget", &a_.masked}, {"logitsMaxOptional", &a_.max},
+                        {"sumExpLogitsOptional", &a_.sum}, {"softmaxOptional", &a_.softmax},
+                        {"inputGradOut", &a_.gin}, {"weightGradOut", &a_.gw}}, tiling_);
+    core::trace_gemm(trace_, a_.input.dtype);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 

@@ -7,6 +7,7 @@
 #include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/gemm.h"
 #include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/flce_checks.h"
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
@@ -84,6 +85,11 @@ class OnlineMaxSumLaunch final : public core::Launch {
     tiling_ = flce_forward_tiling(a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
                                   flce_gemmable(a.input), flce_gemmable(a.weight), budget,
                                   core::Platform::current());
+    trace_.record(kOp, {{"input", &a_.input}, {"weight", &a_.weight}, {"target", &a_.target},
+                        {"logitsMaxLocalOut", &a_.max}, {"sumExpLogitsLocalOut", &a_.sum},
+                        {"predictedLogitsLocalOut", &a_.pred}, {"targetMaskOut", &a_.mask},
+                        {"maskedTargetOut", &a_.masked}, {"vocabParallelLogitsOutOptional", &a_.logits}}, tiling_);
+    core::trace_gemm(trace_, a_.input.dtype);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 

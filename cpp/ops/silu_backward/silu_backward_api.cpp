@@ -67,6 +67,7 @@ class SiluBackwardLaunch final : public core::Launch {
     const int64_t bytes = dtype_size(dy.dtype) + dtype_size(x.dtype) + dtype_size(dx.dtype);
     tiling_ = silu_backward_tiling(dx.numel(), bytes, core::inner_is_contiguous(layout_), core::Platform::current());
     kernel_ = silu_backward_kernel(tiling_.isa);
+    trace_.record(kOp, {{"gradOutput", &dy}, {"self", &x}, {"gradInput", &dx}}, tiling_);
   }
 
   void run(void*) override {
