@@ -289,7 +289,6 @@ void FlceFusedTiling::describe(core::FieldVisitor& f) const {
     f.field("v_chunk", grad.v_chunk);
     f.field("v_outer", grad.v_outer);
   }
-  f.field("isa", isa);
 }
 
 }  // namespace tilegrad::ops

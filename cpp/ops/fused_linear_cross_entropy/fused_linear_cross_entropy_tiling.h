@@ -88,7 +88,8 @@ struct FlceFusedTiling {
   int threads = 1;
   Isa isa = Isa::kScalar;
   // plan, gemms (3, or 4 for kVocabOuter), the chunks and buffers of the plan (vocab_outer: the
-  // gradient's blocks and loop order) and isa.
+  // gradient's blocks and loop order): what fused_linear_cross_entropy_plan() returns. Not threads
+  // and isa, the Platform's (the trace prints them; the plan depends on neither).
   TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 TILEGRAD_API FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
