@@ -411,3 +411,16 @@ def test_many_threads_print_whole_lines():
     for line in lines:
         op, pairs = parse_line(line)
         assert pairs[-1][0] == "time_ms" and float(pairs[-1][1]) >= 0
+
+
+def test_python_m_tilegrad_reports_trace_and_onednn_isa():
+    def info(**env):
+        full = {k: v for k, v in os.environ.items() if k not in ("TILEGRAD_VERBOSE", "ONEDNN_MAX_CPU_ISA")}
+        full.update(env)
+        out = subprocess.run([sys.executable, "-m", "tilegrad"], env=full, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        return {line.split(":")[0]: line.split(":", 1)[1].strip() for line in out.stdout.splitlines() if ":" in line}
+    assert info()["trace"].startswith("off (TILEGRAD_VERBOSE=1")
+    capped = info(TILEGRAD_VERBOSE="1", ONEDNN_MAX_CPU_ISA="SSE41")
+    assert capped["trace"].startswith("on ")
+    assert capped["oneDNN ISA"].startswith("sse41 ")

@@ -350,9 +350,11 @@ const char* onednn_isa_name(dnnl::cpu_isa isa) {
 
 }  // namespace
 
+const char* onednn_isa() { return onednn_isa_name(dnnl::get_effective_cpu_isa()); }
+
 void trace_gemm(Trace& trace, DType dtype) {
   if (!trace.on()) return;
-  trace.field("onednn_isa", onednn_isa_name(dnnl::get_effective_cpu_isa()));
+  trace.field("onednn_isa", onednn_isa());
   if (dtype == DType::kFloat16) trace.field("f16_gemm", f16_matmul_supported() ? "native" : "widened_to_f32");
 }
 

@@ -83,5 +83,7 @@ TILEGRAD_API std::string gemm_implementation(const GemmMatrix& a, const GemmMatr
 // reads once, at its first use), e.g. avx512_core_bf16; for fp16, f16_gemm=native or widened_to_f32
 // (oneDNN has no fp16 matmul for this CPU). Nothing when the trace is off.
 void trace_gemm(Trace& trace, DType dtype);
+// oneDNN's instruction set as onednn_isa shows it (also for `python -m tilegrad`).
+TILEGRAD_API const char* onednn_isa();
 
 }  // namespace tilegrad::core

@@ -152,7 +152,7 @@ int64_t Trace::now_ns() {
 
 void Trace::print(int64_t elapsed_ns) const {
   char time[48];
-  std::snprintf(time, sizeof time, ",time_ms=%.4g\n", static_cast<double>(elapsed_ns) * 1e-6);
+  std::snprintf(time, sizeof time, ",time_ms=%.3f\n", static_cast<double>(elapsed_ns) * 1e-6);
   const std::string line = text_ + time;
   // One call on the (unbuffered, locked) stderr stream: concurrent launches print whole lines.
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -17,13 +17,14 @@
 #include <string>
 
 #include "core/describe.h"
+#include "tilegrad/export.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::core {
 
 namespace detail {
-extern std::atomic<int> g_verbose;  // -1 until TILEGRAD_VERBOSE is read, then 0 (off) or 1 (on)
-int read_verbose_env();
+extern TILEGRAD_API std::atomic<int> g_verbose;  // -1 until TILEGRAD_VERBOSE is read, then 0 (off) or 1 (on)
+TILEGRAD_API int read_verbose_env();
 }  // namespace detail
 
 // True when TILEGRAD_VERBOSE is a positive integer (read once; an unknown value is reported once

@@ -5,7 +5,9 @@
 #include <pybind11/stl.h>
 
 #include "core/bandwidth_probe.h"
+#include "core/gemm.h"
 #include "core/platform.h"
+#include "core/trace.h"
 #include "core/vmath_eval.h"
 #include "py_tensor.h"
 #include "tilegrad/runtime.hpp"
@@ -65,6 +67,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("detected_isa", [] { return std::string(tilegrad::isa_name(tilegrad::detected_isa())); });
   m.def("build_info", &tilegrad::build_info);
   m.def("platform", [] { return platform_dict(tilegrad::core::Platform::current()); });
+  m.def("_verbose", [] { return tilegrad::core::verbose(); });  // TILEGRAD_VERBOSE is on
+  m.def("_onednn_isa", [] { return std::string(tilegrad::core::onednn_isa()); });
   m.def(
       "_vmath",
       [](const std::string& name, const std::string& isa, py::array_t<float, py::array::c_style | py::array::forcecast> x) {

@@ -29,7 +29,11 @@ def main(argv=None) -> int:
         print(f"tilegrad {__version__}")
         print(f"detected ISA: {_core.detected_isa()}")
         print(f"active ISA:   {_core.active_isa()} (cap {_core.max_isa()}; set TILEGRAD_MAX_ISA to change)")
+        print(f"oneDNN ISA:   {_core._onednn_isa()} (GEMMs of the fused linear cross entropy; "
+              "set ONEDNN_MAX_CPU_ISA to cap)")
         print(f"threads:      {_core.get_num_threads()}")
+        print(f"trace:        {'on' if _core._verbose() else 'off'} (TILEGRAD_VERBOSE=1: one line per operator "
+              "launch on stderr)")
         print(f"caches:       L1 {platform['l1_bytes'] >> 10} KiB, L2 {platform['l2_bytes'] >> 10} KiB, "
               f"L3 {platform['l3_bytes'] >> 20} MiB (as used for tiling)")
         print(f"build:        {_core.build_info()}")
