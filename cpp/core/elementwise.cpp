@@ -90,10 +90,8 @@ ElementwiseTiling plan_elementwise(int64_t numel, int64_t bytes_per_elem, bool o
 }
 
 void ElementwiseTiling::describe(FieldVisitor& v) const {
-  v.field("numel", numel);
-  v.field("num_tiles", num_tiles);
-  v.field("tile_elems", tile_elems);
-  v.field("streaming_stores", streaming_stores);
+  v.fields({{"numel", numel}, {"num_tiles", num_tiles}, {"tile_elems", tile_elems},
+            {"streaming_stores", streaming_stores}});
 }
 
 }  // namespace tilegrad::core

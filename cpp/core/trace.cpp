@@ -2,7 +2,6 @@
 #include "core/trace.h"
 
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <string>

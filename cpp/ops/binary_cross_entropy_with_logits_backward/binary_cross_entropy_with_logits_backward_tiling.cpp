@@ -16,8 +16,7 @@ BceBackwardTiling bce_backward_tiling(int64_t numel, int64_t bytes_per_elem, boo
 
 void BceBackwardTiling::describe(core::FieldVisitor& v) const {
   tiles.describe(v);
-  v.field("isa", isa);
-  v.field("scale", scale);
+  v.fields({{"isa", isa}, {"scale", scale}});
 }
 
 }  // namespace tilegrad::ops

@@ -28,14 +28,9 @@ CrossEntropyLossTiling cross_entropy_loss_tiling(int64_t rows, int64_t cols, int
 }
 
 void CrossEntropyLossTiling::describe(core::FieldVisitor& v) const {
-  v.field("rows", rows);
-  v.field("cols", cols);
-  v.field("num_tiles", num_tiles);
-  v.field("rows_per_tile", rows_per_tile);
-  v.field("chunk_cols", chunk_cols);
-  v.field("num_chunks", num_chunks);
-  v.field("streaming_stores", streaming_stores);
-  v.field("isa", isa);
+  v.fields({{"rows", rows}, {"cols", cols}, {"num_tiles", num_tiles}, {"rows_per_tile", rows_per_tile},
+            {"chunk_cols", chunk_cols}, {"num_chunks", num_chunks}, {"streaming_stores", streaming_stores},
+            {"isa", isa}});
 }
 
 }  // namespace tilegrad::ops

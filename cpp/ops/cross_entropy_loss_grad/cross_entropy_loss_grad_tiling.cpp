@@ -37,14 +37,9 @@ CrossEntropyLossGradTiling cross_entropy_loss_grad_tiling(int64_t rows, int64_t 
 }
 
 void CrossEntropyLossGradTiling::describe(core::FieldVisitor& v) const {
-  v.field("rows", rows);
-  v.field("cols", cols);
-  v.field("num_tiles", num_tiles);
-  v.field("rows_per_tile", rows_per_tile);
-  v.field("col_chunks", col_chunks);
-  v.field("chunk_cols", chunk_cols);
-  v.field("streaming_stores", streaming_stores);
-  v.field("isa", isa);
+  v.fields({{"rows", rows}, {"cols", cols}, {"num_tiles", num_tiles}, {"rows_per_tile", rows_per_tile},
+            {"col_chunks", col_chunks}, {"chunk_cols", chunk_cols}, {"streaming_stores", streaming_stores},
+            {"isa", isa}});
 }
 
 }  // namespace tilegrad::ops

@@ -75,29 +75,14 @@ EmbeddingDenseBackwardTiling embedding_dense_backward_tiling(int64_t num_indices
 }
 
 void EmbeddingDenseBackwardTiling::describe(core::FieldVisitor& v) const {
-  v.field("num_indices", num_indices);
-  v.field("num_weights", num_weights);
-  v.field("dim", dim);
-  v.field("empty", empty);
-  v.field("sparse", sparse);
-  v.field("sort_tiles", sort_tiles);
-  v.field("sort_chunk", sort_chunk);
-  v.field("prefix_tiles", prefix_tiles);
-  v.field("prefix_chunk", prefix_chunk);
-  v.field("accum_tiles", accum_tiles);
-  v.field("grad_row_cost", grad_row_cost);
-  v.field("out_row_cost", out_row_cost);
-  v.field("prefetch_row_bytes", prefetch_row_bytes);
-  v.field("streaming_stores", streaming_stores);
-  v.field("column_quantum", column_quantum);
-  v.field("keys_offset", keys_offset);
-  v.field("src_offset", src_offset);
-  v.field("starts_offset", starts_offset);
-  v.field("hist_offset", hist_offset);
-  v.field("scratch_offset", scratch_offset);
-  v.field("pairs_offset", pairs_offset);
-  v.field("workspace_bytes", workspace_bytes);
-  v.field("isa", isa);
+  v.fields({{"num_indices", num_indices}, {"num_weights", num_weights}, {"dim", dim}, {"empty", empty},
+            {"sparse", sparse}, {"sort_tiles", sort_tiles}, {"sort_chunk", sort_chunk},
+            {"prefix_tiles", prefix_tiles}, {"prefix_chunk", prefix_chunk}, {"accum_tiles", accum_tiles},
+            {"grad_row_cost", grad_row_cost}, {"out_row_cost", out_row_cost},
+            {"prefetch_row_bytes", prefetch_row_bytes}, {"streaming_stores", streaming_stores},
+            {"column_quantum", column_quantum}, {"keys_offset", keys_offset}, {"src_offset", src_offset},
+            {"starts_offset", starts_offset}, {"hist_offset", hist_offset}, {"scratch_offset", scratch_offset},
+            {"pairs_offset", pairs_offset}, {"workspace_bytes", workspace_bytes}, {"isa", isa}});
 }
 
 }  // namespace tilegrad::ops

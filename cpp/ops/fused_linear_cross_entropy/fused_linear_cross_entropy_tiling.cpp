@@ -226,69 +226,41 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
   return t;
 }
 
+namespace {
+
+// The fields the forward and gradient tilings share, around the ones of their own.
+template <class Tiling>
+void describe_blocks(const Tiling& t, core::FieldVisitor& f, std::initializer_list<core::Field> own) {
+  f.fields({{"bt", t.bt}, {"h", t.h}, {"v", t.v}, {"bt_chunk", t.bt_chunk}, {"v_chunk", t.v_chunk},
+            {"num_bt_chunks", t.num_bt_chunks}, {"num_v_chunks", t.num_v_chunks}});
+  f.fields(own);
+  f.fields({{"input_copy_offset", t.input_copy_offset}, {"input_copy_bytes", t.input_copy_bytes},
+            {"weight_copy_offset", t.weight_copy_offset}, {"weight_copy_bytes", t.weight_copy_bytes},
+            {"workspace_bytes", t.workspace_bytes}, {"isa", t.isa}});
+}
+
+}  // namespace
+
 void FlceForwardTiling::describe(core::FieldVisitor& f) const {
-  f.field("bt", bt);
-  f.field("h", h);
-  f.field("v", v);
-  f.field("bt_chunk", bt_chunk);
-  f.field("v_chunk", v_chunk);
-  f.field("num_bt_chunks", num_bt_chunks);
-  f.field("num_v_chunks", num_v_chunks);
-  f.field("logits_offset", logits_offset);
-  f.field("logits_bytes", logits_bytes);
-  f.field("input_copy_offset", input_copy_offset);
-  f.field("input_copy_bytes", input_copy_bytes);
-  f.field("weight_copy_offset", weight_copy_offset);
-  f.field("weight_copy_bytes", weight_copy_bytes);
-  f.field("workspace_bytes", workspace_bytes);
-  f.field("isa", isa);
+  describe_blocks(*this, f, {{"logits_offset", logits_offset}, {"logits_bytes", logits_bytes}});
 }
 
 void FlceGradTiling::describe(core::FieldVisitor& f) const {
-  f.field("bt", bt);
-  f.field("h", h);
-  f.field("v", v);
-  f.field("recompute", recompute);
-  f.field("v_outer", v_outer);
-  f.field("bt_chunk", bt_chunk);
-  f.field("v_chunk", v_chunk);
-  f.field("num_bt_chunks", num_bt_chunks);
-  f.field("num_v_chunks", num_v_chunks);
-  f.field("grad_input_direct", grad_input_direct);
-  f.field("grad_weight_direct", grad_weight_direct);
-  f.field("acc_input_rows", acc_input_rows);
-  f.field("acc_weight_rows", acc_weight_rows);
-  f.field("logits_offset", logits_offset);
-  f.field("logits_bytes", logits_bytes);
-  f.field("g_offset", g_offset);
-  f.field("g_bytes", g_bytes);
-  f.field("acc_input_offset", acc_input_offset);
-  f.field("acc_input_bytes", acc_input_bytes);
-  f.field("acc_weight_offset", acc_weight_offset);
-  f.field("acc_weight_bytes", acc_weight_bytes);
-  f.field("input_copy_offset", input_copy_offset);
-  f.field("input_copy_bytes", input_copy_bytes);
-  f.field("weight_copy_offset", weight_copy_offset);
-  f.field("weight_copy_bytes", weight_copy_bytes);
-  f.field("workspace_bytes", workspace_bytes);
-  f.field("isa", isa);
+  describe_blocks(*this, f,
+                  {{"recompute", recompute}, {"v_outer", v_outer}, {"grad_input_direct", grad_input_direct},
+                   {"grad_weight_direct", grad_weight_direct}, {"acc_input_rows", acc_input_rows},
+                   {"acc_weight_rows", acc_weight_rows}, {"logits_offset", logits_offset},
+                   {"logits_bytes", logits_bytes}, {"g_offset", g_offset}, {"g_bytes", g_bytes},
+                   {"acc_input_offset", acc_input_offset}, {"acc_input_bytes", acc_input_bytes},
+                   {"acc_weight_offset", acc_weight_offset}, {"acc_weight_bytes", acc_weight_bytes}});
 }
 
 void FlceFusedTiling::describe(core::FieldVisitor& f) const {
-  f.field("plan", flce_plan_name(plan));
-  f.field("gemms", plan == FlcePlan::kVocabOuter ? 4 : 3);
-  f.field("budget", budget);
-  f.field("chunk_rows", chunk_rows);
-  f.field("num_chunks", num_chunks);
-  f.field("logits_bytes", logits_bytes);
-  f.field("g_bytes", g_bytes);
-  f.field("acc_weight_bytes", acc_weight_bytes);
-  f.field("workspace_bytes", workspace_bytes);
-  if (plan == FlcePlan::kVocabOuter) {
-    f.field("bt_chunk", grad.bt_chunk);
-    f.field("v_chunk", grad.v_chunk);
-    f.field("v_outer", grad.v_outer);
-  }
+  f.fields({{"plan", flce_plan_name(plan)}, {"gemms", plan == FlcePlan::kVocabOuter ? 4 : 3}, {"budget", budget},
+            {"chunk_rows", chunk_rows}, {"num_chunks", num_chunks}, {"logits_bytes", logits_bytes},
+            {"g_bytes", g_bytes}, {"acc_weight_bytes", acc_weight_bytes}, {"workspace_bytes", workspace_bytes}});
+  if (plan == FlcePlan::kVocabOuter)
+    f.fields({{"bt_chunk", grad.bt_chunk}, {"v_chunk", grad.v_chunk}, {"v_outer", grad.v_outer}});
 }
 
 }  // namespace tilegrad::ops

@@ -12,7 +12,7 @@ SiluBackwardTiling silu_backward_tiling(int64_t numel, int64_t bytes_per_elem, b
 
 void SiluBackwardTiling::describe(core::FieldVisitor& v) const {
   tiles.describe(v);
-  v.field("isa", isa);
+  v.fields({{"isa", isa}});
 }
 
 }  // namespace tilegrad::ops
