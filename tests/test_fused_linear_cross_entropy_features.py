@@ -141,8 +141,12 @@ def test_grad_output_scalar_for_none_and_errors():
         tg.fused_linear_cross_entropy(x, w, t, class_weight=np.ones(31, np.float32))
     with pytest.raises(ValueError, match="memory_budget"):
         tg.fused_linear_cross_entropy(x, w, t, memory_budget=0)
-    with pytest.raises(NotImplementedError, match="filter_eps"):
-        tg.fused_linear_cross_entropy(x, w, t, filter_eps=2.0 ** -12)
+    for bad in (-1.0, float("nan"), float("inf"), "bogus"):
+        with pytest.raises(ValueError, match="filter_eps"):
+            tg.fused_linear_cross_entropy(x, w, t, filter_eps=bad)
+    for bad in (True, [0.1]):
+        with pytest.raises(TypeError, match="filter_eps"):
+            tg.fused_linear_cross_entropy(x, w, t, filter_eps=bad)
 
 
 @pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
