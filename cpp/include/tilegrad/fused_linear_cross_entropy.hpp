@@ -62,8 +62,10 @@ struct FusedLinearCrossEntropyOptions {
   const TensorView* grad_bias = nullptr;     // output (V), input dtype; required with bias
   const TensorView* z_loss = nullptr;        // output float32, loss's shape (the zloss part alone); optional
   // Gradient filtering (opt-in; Cut Cross Entropy): > 0 skips the gradient GEMMs' work on every
-  // 64-row x 128-column block of the logits gradient whose entries all have |g| < filter_eps (their
-  // contribution is dropped; the loss stays exact). 0: exact. Finite, >= 0.
+  // 64-row x 128-column block (of each G block of the plan) of the logits gradient whose entries,
+  // divided by their row's softmax coefficient (the upstream gradient times the reduction's scale,
+  // i.e. measured on p - onehot), all have magnitude < filter_eps: their contribution is dropped; the
+  // loss stays exact; results stay independent of the thread count. 0: exact. Finite, >= 0.
   float filter_eps = 0.0f;
   int64_t* filter_blocks = nullptr;          // output [active, total] gradient blocks (diagnostics); optional
 };
