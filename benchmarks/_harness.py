@@ -5,8 +5,8 @@ time is the minimum of several repetitions; results print as a table with ratios
     rows.append(compare("silu fp32 16M", {"torch": f1, "tilegrad": f2}, baseline="torch"))
     print_table(rows)
 
-Machine-readable results: a benchmark adds ``add_json_option(parser)`` and calls ``start_json(args.json)``;
-from then on every case it times (``compare``, or ``record`` for its own timings) is appended to that
+Machine-readable results: a benchmark parses its options with ``parse_args(parser)`` (which adds
+``--json PATH``); from then on every case it times (``compare``, or ``record`` for its own timings) is appended to that
 file as one JSON line: benchmark, case, params (shapes, dtype, mode), times in seconds, ratios to the
 baseline, the row's extra columns, and the run's context (tilegrad version, ISA, threads, CPU model,
 torch version, git commit, UTC timestamp), so runs of different commits and machines can be compared.
@@ -114,6 +114,16 @@ def rel_error(approx: np.ndarray, exact: np.ndarray) -> float:
 _json = {"path": None, "benchmark": None, "static": None, "pending": []}
 
 
+def parse_args(parser, benchmark: Optional[str] = None):
+    """parser.parse_args() with ``--json PATH`` added; starts the JSON results when a path is given
+    (the parsed options, but the path, go into each line as ``settings``)."""
+    add_json_option(parser)
+    args = parser.parse_args()
+    settings = {k: v for k, v in vars(args).items() if k not in ("json", "mem_probe")}
+    start_json(args.json, benchmark, **settings)
+    return args
+
+
 def add_json_option(parser) -> None:
     """``--json PATH``: append the results as JSON lines (default: $TILEGRAD_BENCH_JSON)."""
     parser.add_argument("--json", metavar="PATH", default=os.environ.get(JSON_ENV) or None,
@@ -174,7 +184,14 @@ def _context_now() -> dict:
 def _static_context() -> dict:
     import tilegrad as tg
     return {"tilegrad_version": tg.__version__, "cpu": _cpu_model(), "torch_version": _torch_version(),
-            "python": platform.python_version(), **_git_state()}
+            "python": platform.python_version(), "env": _settings_from_environment(), **_git_state()}
+
+
+def _settings_from_environment() -> dict:
+    """The environment variables that change what is measured, where set."""
+    names = ("TILEGRAD_MAX_ISA", "TILEGRAD_FLCE_BUDGET", "TILEGRAD_VERBOSE", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS",
+             "THP_MEM_ALLOC_ENABLE")
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 def _cpu_model() -> str:

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_json_option, compare, print_table, rel_error, start_json  # noqa: E402
+from _harness import compare, parse_args, print_table, rel_error  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 
@@ -29,9 +29,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
     ap.add_argument("--rows", type=int, nargs="*", help="row counts to run (default 4096 32768; C = 1024)")
     ap.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
-    add_json_option(ap)
-    args = ap.parse_args()
-    start_json(args.json, quick=args.quick)
+    args = parse_args(ap)
 
     import torch
     import torch.nn.functional as F

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_json_option, compare, print_table, rel_error, start_json  # noqa: E402
+from _harness import compare, parse_args, print_table, rel_error  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 
@@ -125,13 +125,11 @@ def main():
     ap.add_argument("--c", type=int, default=32000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=tg.get_num_threads())
-    add_json_option(ap)
-    args = ap.parse_args()
+    args = parse_args(ap)
     if torch is None:
         sys.exit("PyTorch is needed for the side-by-side comparison")
     if args.quick:
         args.n, args.c, args.reps = 256, 4000, 3
-    start_json(args.json, quick=args.quick)
     bench(args.n, args.c, args.reps, args.threads)
 
 

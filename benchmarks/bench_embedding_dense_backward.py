@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_json_option, compare, print_table, rel_error, start_json, time_min  # noqa: E402
+from _harness import compare, parse_args, print_table, rel_error, time_min  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 from tilegrad import _core  # noqa: E402
@@ -82,9 +82,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
     ap.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
-    add_json_option(ap)
-    args = ap.parse_args()
-    start_json(args.json, quick=args.quick)
+    args = parse_args(ap)
     import torch
 
     threads = args.threads or tg.get_num_threads()

@@ -31,7 +31,7 @@ import tilegrad as tg
 from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_json_option, record, start_json  # noqa: E402
+from _harness import parse_args, record  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
@@ -138,13 +138,11 @@ def main():
     ap.add_argument("--no-chunked", action="store_true", help="skip PyTorch's (slow) chunked options path")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--mem-probe", nargs=6, help=argparse.SUPPRESS)
-    add_json_option(ap)
-    args = ap.parse_args()
+    args = parse_args(ap)
     if args.mem_probe:
         name, bt, h, v, dt, budget = args.mem_probe
         memory_probe(name, int(bt), int(h), int(v), dt, int(budget))
         return
-    start_json(args.json, quick=args.quick, memory=not args.no_memory, chunked=not args.no_chunked)
     h, v = (512, 4000) if args.quick else (2048, 32000)
     scale = 4 if args.quick else 1
     threads = tg.get_num_threads()

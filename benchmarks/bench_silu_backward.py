@@ -16,7 +16,7 @@ import sys
 import ml_dtypes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_json_option, compare, print_table, start_json  # noqa: E402
+from _harness import compare, parse_args, print_table  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 from tilegrad import _core  # noqa: E402
@@ -42,9 +42,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1M elements only, fewer repetitions")
     parser.add_argument("--reps", type=int, default=15)
-    add_json_option(parser)
-    args = parser.parse_args()
-    start_json(args.json, quick=args.quick)
+    args = parse_args(parser)
     import torch
 
     threads = tg.get_num_threads()

@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_json_option, compare, print_table, start_json  # noqa: E402
+from _harness import compare, parse_args, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -230,10 +230,7 @@ def main():
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (tilegrad follows); "
                         "default: torch's")
-    add_json_option(parser)
-    args = parser.parse_args()
-    start_json(args.json, quick=args.quick,
-               thp_mem_alloc_enable=os.environ.get("THP_MEM_ALLOC_ENABLE", "unset"))
+    args = parse_args(parser)
     if args.threads:
         torch.set_num_threads(args.threads)
     reps = 3 if args.quick else args.reps
