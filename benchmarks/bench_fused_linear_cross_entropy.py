@@ -1,6 +1,6 @@
 """Fused linear cross entropy: tilegrad vs PyTorch, side by side in one run (issue 12 targets).
 
-    python benchmarks/bench_fused_linear_cross_entropy.py [--quick] [--no-memory] [--reps N]
+    python benchmarks/bench_fused_linear_cross_entropy.py [--quick] [--no-memory] [--reps N] [--json PATH]
 
 H=2048, V=32000 (--quick: H=512, V=4000, BT/4), 2 threads by default. Per case, timed interleaved
 (min of the repetitions):
@@ -33,6 +33,9 @@ import numpy as np
 
 import tilegrad as tg
 from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import parse_args, record  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
@@ -204,7 +207,7 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--only", choices=("main", "filtering"), help="run one part only")
     ap.add_argument("--mem-probe", nargs=6, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = parse_args(ap)
     if args.mem_probe:
         name, bt, h, v, dt, budget = args.mem_probe
         memory_probe(name, int(bt), int(h), int(v), dt, int(budget))
@@ -259,6 +262,9 @@ def main():
                    if mem else "n/a") + " |")
         print(line, flush=True)
         lines.append(line)
+        record(label, {**best, "torch chunked": tch}, "torch", clock="cpu", reps=args.reps,
+               params={"bt": bt, "h": h, "v": v, "dtype": dtype.name, "memory_budget": budget, "plan": plan["plan"],
+                       "gemms": gemms}, extra={f"extra memory {n} bytes": b for n, b in mem.items()})
     # the aclnn gradient operator (memory-saving mode) vs PyTorch's naive composite, bf16
     bt = 1024 // scale
     x, w, t = make(bt, h, v, BF16)
@@ -273,6 +279,8 @@ def main():
             f"{best['tilegrad']:.2f} | | **{best['torch'] / best['tilegrad']:.2f}x** (target 1.25) | | | |")
     print(line, flush=True)
     lines.append(line)
+    record(f"gradient op bf16 BT={bt}", best, "torch", clock="cpu", reps=args.reps,
+           params={"bt": bt, "h": h, "v": v, "dtype": "bfloat16", "mode": "memory-saving", "torch": "naive composite"})
     print("\n| case | tilegrad plan | torch s | torch chunked s | tilegrad s | GEMMs only s | vs torch | "
           "vs chunked | GEMM eff | extra memory torch / tilegrad |")
     print("|---|---|---|---|---|---|---|---|---|---|")
