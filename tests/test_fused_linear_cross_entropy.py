@@ -496,7 +496,7 @@ FEATURES = {
 @pytest.mark.parametrize("feature", list(FEATURES))
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
 def test_features_match_reference(dtype, feature, reduction, plan):
-    rng = np.random.default_rng(hash(feature) % 1000)
+    rng = np.random.default_rng(list(FEATURES).index(feature))  # not hash(): randomised per process
     x, w, t = make_inputs(BT, H, V, dtype, seed=3, ignore=OPTIONS_IGNORED)
     kwargs = FEATURES[feature](rng, dtype)
     assert fused_linear_cross_entropy_plan(BT, H, V, dtype, memory_budget=PLAN_BUDGETS[plan])["plan"] == plan
