@@ -9,7 +9,9 @@ the spec:
 - ``linear_cross_entropy``: the single-process tg.fused_linear_cross_entropy with every option, as the
   composite logits = softcap(x @ w^T + bias) followed by reference.cross_entropy (class weights,
   ignore_index, label smoothing, z-loss) and the chain rule back through softcap and the linear layer;
-- ``zero_width_loss``: the closed form of the loss for H = 0 (every logit 0) at any vocabulary size.
+- ``zero_width_loss``: the closed form of the loss for H = 0 (every logit 0) at any vocabulary size;
+- ``softmax_grad``, ``block_maxima``, ``filtered_reference``: the gradients with filter_eps (blocks of
+  FILTER_ROWS x FILTER_COLS of the unscaled p - onehot whose entries are all below eps dropped).
 """
 
 from typing import Optional
@@ -17,6 +19,8 @@ from typing import Optional
 import numpy as np
 
 from .cross_entropy import cross_entropy_with_zloss
+
+FILTER_ROWS, FILTER_COLS = 64, 128  # the gradient-filtering block
 
 
 def f64(a):
@@ -109,3 +113,37 @@ def zero_width_loss(target, vocab, ignore_index, reduction, class_weight, smooth
     if reduction == "sum":
         return (ce + zl).sum()
     return ce.sum() / wt.sum() + zl.sum() / kept.sum()
+
+
+def softmax_grad(x, w, t, ignore_index=-100):
+    """float64 p - onehot(target) per row (zero rows where ignored)."""
+    z = f64(x) @ f64(w).T
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    valid = t != ignore_index
+    p[np.flatnonzero(valid), t[valid]] -= 1.0
+    p[~valid] = 0.0
+    return p
+
+
+def block_maxima(g, row_chunk, col_chunk, rows=FILTER_ROWS, cols=FILTER_COLS):
+    """{(r0, c0, r1, c1): max |g|} over the filtering blocks (rows x cols) of each G block
+    (row_chunk x col_chunk, the plan's)."""
+    out = {}
+    for b0 in range(0, g.shape[0], row_chunk):
+        for v0 in range(0, g.shape[1], col_chunk):
+            b1, v1 = min(b0 + row_chunk, g.shape[0]), min(v0 + col_chunk, g.shape[1])
+            for r0 in range(b0, b1, rows):
+                for c0 in range(v0, v1, cols):
+                    r1, c1 = min(r0 + rows, b1), min(c0 + cols, v1)
+                    out[(r0, c0, r1, c1)] = float(np.abs(g[r0:r1, c0:c1]).max())
+    return out
+
+
+def filtered_reference(x, w, g_unscaled, row_scale, maxima, eps):
+    """float64 gradients of sum_i row_scale[i] * ce_i keeping only the blocks with max |g| >= eps."""
+    mask = np.zeros(g_unscaled.shape, bool)
+    for (r0, c0, r1, c1), m in maxima.items():
+        mask[r0:r1, c0:c1] = m >= eps
+    g = g_unscaled * mask * row_scale[:, None]
+    return g @ f64(w), g.T @ f64(x), int(sum(m >= eps for m in maxima.values())), len(maxima)
