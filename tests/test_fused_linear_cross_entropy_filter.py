@@ -5,8 +5,9 @@ The approximation is defined on a block grid: within each G block of the plan (r
 ``chunk_rows`` for "whole"/"chunked"; ``bt_chunk`` x ``v_chunk`` for "vocab_outer"), blocks of 64 rows x
 128 vocabulary columns are dropped from both gradient products when every entry of the unscaled
 softmax gradient ``p - onehot(target)`` is below ``eps`` in magnitude. The loss is never filtered.
-The reference rebuilds that grid from the plan and picks ``eps`` between two block maxima that are
-far apart, so rounding can not move a block across the threshold.
+The reference (reference/fused_linear_cross_entropy.py) rebuilds that grid from the plan; the tests
+pick ``eps`` between two block maxima that are far apart, so rounding can not move a block across the
+threshold.
 """
 
 import ml_dtypes
@@ -14,21 +15,17 @@ import numpy as np
 import pytest
 
 import tilegrad as tg
+from reference.fused_linear_cross_entropy import block_maxima, f64, filtered_reference, softmax_grad
 from tilegrad._fused_linear_cross_entropy import filter_threshold, fused_linear_cross_entropy_plan
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
-ROWS, COLS = 64, 128  # the filtering block
 BT, H, V = 512, 24, 1000
 # budgets forcing each plan at (BT, H, V) (checked in the test)
 PLAN_BUDGETS = {"whole": 1 << 30, "chunked": 1_200_000, "vocab_outer": 1}
 # max |error| / max |reference| of the gradients (G rounded once to the input dtype)
 GRAD_TOL = {F32: 3e-5, F16: 4e-3, BF16: 3e-2}
-
-
-def f64(a):
-    return np.asarray(a).astype(np.float64)
 
 
 def rel_err(a, b):
@@ -49,35 +46,11 @@ def text_like(bt, h, v, dtype, seed=0):
     return x.astype(np.float32).astype(dtype), w.astype(np.float32).astype(dtype), t
 
 
-def softmax_grad(x, w, t, ignore_index=-100):
-    """float64 p - onehot(target) per row (zero rows where ignored)."""
-    z = f64(x) @ f64(w).T
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    valid = t != ignore_index
-    p[np.flatnonzero(valid), t[valid]] -= 1.0
-    p[~valid] = 0.0
-    return p
-
-
 def grid(plan):
     """(row chunk, vocabulary chunk) of the plan's G blocks."""
     if plan["plan"] == "vocab_outer":
         return plan["bt_chunk"], plan["v_chunk"]
     return plan["chunk_rows"], V
-
-
-def block_maxima(g, row_chunk, col_chunk):
-    """{(r0, c0, rows, cols): max |g|} over the filtering blocks of each G block."""
-    out = {}
-    for b0 in range(0, g.shape[0], row_chunk):
-        for v0 in range(0, g.shape[1], col_chunk):
-            b1, v1 = min(b0 + row_chunk, g.shape[0]), min(v0 + col_chunk, g.shape[1])
-            for r0 in range(b0, b1, ROWS):
-                for c0 in range(v0, v1, COLS):
-                    r1, c1 = min(r0 + ROWS, b1), min(c0 + COLS, v1)
-                    out[(r0, c0, r1, c1)] = float(np.abs(g[r0:r1, c0:c1]).max())
-    return out
 
 
 def separated_eps(maxima, keep_fraction):
@@ -90,15 +63,6 @@ def separated_eps(maxima, keep_fraction):
     want = (1 - keep_fraction) * values.size
     i = gaps[np.argmin(np.abs(gaps - want))]
     return float(np.sqrt(values[i] * values[i + 1]))
-
-
-def filtered_reference(x, w, g_unscaled, row_scale, maxima, eps):
-    """float64 gradients of sum_i row_scale[i] * ce_i keeping only the blocks with max |g| >= eps."""
-    mask = np.zeros(g_unscaled.shape, bool)
-    for (r0, c0, r1, c1), m in maxima.items():
-        mask[r0:r1, c0:c1] = m >= eps
-    g = g_unscaled * mask * row_scale[:, None]
-    return g @ f64(w), g.T @ f64(x), int(sum(m >= eps for m in maxima.values())), len(maxima)
 
 
 def plan_for(name, dtype):
