@@ -105,6 +105,11 @@ def filtering(args, h, v, scale):
                     f"{errs[0]:.1e} / {errs[1]:.1e} (bf16: {2.0 ** -8:.1e}) |")
             print(line, flush=True)
             lines.append(line)
+            record(f"filtering prior {prior} {label}", best, "torch", clock="cpu", reps=args.reps,
+                   params={"bt": bt, "h": h, "v": v, "dtype": "bfloat16", "memory_budget": budget,
+                           "plan": plan["plan"], "filter_eps": "auto", "top300_mass": mass},
+                   extra={"blocks active": active, "blocks total": total,
+                          "grad_input change": errs[0], "grad_weight change": errs[1]})
     print("\n| logits | plan | torch s | tilegrad exact s | tilegrad filtered s | blocks skipped | filtered vs torch "
           "| filtered vs exact | change vs exact, grad_input / grad_weight (rel. Frobenius) |")
     print("|---|---|---|---|---|---|---|---|---|")
