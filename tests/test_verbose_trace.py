@@ -302,22 +302,24 @@ def test_onednn_isa_cap_shows_in_the_line():
     assert dict(parse_line(line)[1])["onednn_isa"] == "sse41"
 
 
-@pytest.mark.parametrize("budget, plan", [(None, "whole"), (1 << 20, "chunked"), (1, "vocab_outer")])
-def test_fused_linear_cross_entropy_plans(budget, plan):
+@pytest.mark.parametrize("budget, plan, filter_eps", [(None, "whole", None), (1 << 20, "chunked", 1e-3),
+                                                      (1, "vocab_outer", None)])
+def test_fused_linear_cross_entropy_plans(budget, plan, filter_eps):
     lines = run_and_check("""
     from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
     rng = np.random.default_rng(0)
-    bt, h, v, budget = 512, 32, 400, BUDGET
+    bt, h, v, budget, filter_eps = 512, 32, 400, BUDGET, FILTER_EPS
     x = rng.standard_normal((bt, h)).astype(BF16)
     w = rng.standard_normal((v, h)).astype(BF16)
     t = rng.integers(0, v, bt)
-    loss, gi, gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget)
+    loss, gi, gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, filter_eps=filter_eps)
     # the binding always asks for z_loss (float32, shaped as loss); Python returns it only with a z-loss
     expect("fused_linear_cross_entropy",
            {"input": x, "weight": w, "target": t, "loss": loss, "grad_input": gi, "grad_weight": gw,
             "z_loss": loss},
-           fused_linear_cross_entropy_plan(bt, h, v, BF16, memory_budget=budget), onednn_isa=ONEDNN_ISA)
-    """.replace("BUDGET", repr(budget)), TEST_ONEDNN_ISA=onednn_isa())
+           fused_linear_cross_entropy_plan(bt, h, v, BF16, memory_budget=budget), onednn_isa=ONEDNN_ISA,
+           filter_eps=float(np.float32(filter_eps or 0.0)))
+    """.replace("BUDGET", repr(budget)).replace("FILTER_EPS", repr(filter_eps)), TEST_ONEDNN_ISA=onednn_isa())
     assert f",plan={plan}," in lines[0]
     assert f",gemms={4 if plan == 'vocab_outer' else 3}," in lines[0]
 

@@ -142,6 +142,7 @@ void Trace::record_described(const char* op, std::initializer_list<TraceTensor> 
 
 void Trace::append_field(const char* name, int64_t value) { text_ += field_text(name, std::to_string(value)); }
 void Trace::append_field(const char* name, bool value) { text_ += field_text(name, value ? "true" : "false"); }
+void Trace::append_field(const char* name, double value) { text_ += field_text(name, real_text(value)); }
 void Trace::append_field(const char* name, const char* value) { text_ += field_text(name, value); }
 
 int64_t Trace::now_ns() {

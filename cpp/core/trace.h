@@ -78,6 +78,8 @@ class Trace {
   void append_field(const char* name, int64_t value);
   void append_field(const char* name, int value) { append_field(name, static_cast<int64_t>(value)); }
   void append_field(const char* name, bool value);
+  void append_field(const char* name, double value);
+  void append_field(const char* name, float value) { append_field(name, static_cast<double>(value)); }
   void append_field(const char* name, const char* value);
 
   std::string text_;  // "tilegrad_verbose,<op>,...": everything but the time

@@ -143,6 +143,7 @@ class FusedLaunch final : public core::Launch {
                         {"grad_input", &a_.gin}, {"grad_weight", &a_.gw}, {"grad_bias", &a_.grad_bias},
                         {"z_loss", &a_.z_loss}}, tiling_);
     core::trace_gemm(trace_, a_.input.dtype);
+    trace_.field("filter_eps", o.filter_eps);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 
