@@ -324,24 +324,42 @@ def test_fused_linear_cross_entropy_plans(budget, plan, filter_eps):
     assert f",gemms={4 if plan == 'vocab_outer' else 3}," in lines[0]
 
 
-def test_c_abi_prints_at_launch_only():
-    _, stderr = run_child("""
-    from acl_ctypes import ACLNN_SUCCESS, AclTensors, get_workspace_size, launch
+def test_c_abi_prints_at_each_launch_only():
+    wants, stderr = run_child("""
+    import ctypes
+    from acl_ctypes import ACLNN_SUCCESS, AclTensors, get_workspace_size, launch, lib
+    lib.aclSetAclOpExecutorRepeatable.argtypes = [ctypes.c_void_p]
+    lib.aclDestroyAclOpExecutor.argtypes = [ctypes.c_void_p]
     dy = np.ones((3, 5), np.float32)
     x = np.ones((3, 5), np.float32)
     out = np.zeros((3, 5), np.float32)
     with AclTensors() as t:
         status, ws, ex = get_workspace_size("aclnnSiluBackward", [t.new(dy), t.new(x), t.new(out)])
-        assert status == ACLNN_SUCCESS
+        assert status == ACLNN_SUCCESS and lib.aclSetAclOpExecutorRepeatable(ex) == ACLNN_SUCCESS
         print("phase 1 done", file=sys.stderr, flush=True)
-        assert launch("aclnnSiluBackward", ex, ws) == ACLNN_SUCCESS
-    expect("aclnnSiluBackward", {"gradOutput": dy, "self": x, "gradInput": out},
-           _core._silu_backward_tiling(15, 12, True, 2, **CACHES))
+        for _ in range(2):  # a repeatable executor: one line per launch
+            assert launch("aclnnSiluBackward", ex, ws) == ACLNN_SUCCESS
+            expect("aclnnSiluBackward", {"gradOutput": dy, "self": x, "gradInput": out},
+                   _core._silu_backward_tiling(15, 12, True, 2, **CACHES))
+        lib.aclDestroyAclOpExecutor(ex)
     """)
     before, after = stderr.split("phase 1 done\n")
     assert trace_lines(before) == []
-    (line,) = trace_lines(after)
-    assert line.startswith("tilegrad_verbose,aclnnSiluBackward,gradOutput=f32[3,5],self=f32[3,5],gradInput=f32[3,5],")
+    lines = trace_lines(after)
+    assert len(lines) == 2
+    for line, want in zip(lines, wants):
+        check_line(line, want)
+
+
+def test_failed_launch_prints_nothing():
+    _, stderr = run_child("""
+    x = np.ones((4, 10), np.float32)
+    try:
+        tg.cross_entropy_loss(x, np.array([0, 1, 99, 2]))  # target 99 is found out of range at launch
+    except IndexError as e:
+        print(e, file=sys.stderr)
+    """)
+    assert trace_lines(stderr) == [] and "out of range" in stderr
 
 
 # ---- off, bad values, threads ------------------------------------------------------------------
