@@ -1,14 +1,17 @@
-// TILEGRAD_VERBOSE=1: one line per operator launch on stderr, like ONEDNN_VERBOSE:
+// TILEGRAD_VERBOSE=1: one line per operator launch on stderr, like ONEDNN_VERBOSE (shown wrapped):
 //
-//   tilegrad_verbose,aclnnSiluBackward,gradOutput=f32[4096,4096],self=f32[4096,4096],
-//       gradInput=f32[4096,4096],isa=avx512,threads=2,numel=16777216,num_tiles=2,...,time_ms=7.91
+//   tilegrad_verbose,aclnnSiluBackward,gradOutput=bf16[4096,4096],self=bf16[4096,4096],
+//     gradInput=bf16[4096,4096],isa=avx512,threads=2,bf16_convert=vcvtneps2bf16,numel=16777216,
+//     num_tiles=2,tile_elems=8388608,streaming_stores=true,time_ms=52.727
 //
-// (one line): the operator, its tensors (dtype, shape, strides when not contiguous), the kernel ISA,
-// the thread count, every field its tiling describes (core/describe.h) plus launch-level choices,
-// and the wall time of the launch. An operator's Launch records its line once, when it is built
-// (phase 1: GetWorkspaceSize, or the native call); run_now / launch_executor time run() and print it.
-// Off (the default), recording is one branch and nothing is kept or printed. The variable is read
-// once, at the first launch; lines from concurrent launches never interleave (one write per line).
+// The operator, its tensors (dtype, shape, strides when not contiguous), the kernel ISA, the thread
+// count, the bf16 rounding path when a tensor is bf16, every field its tiling describes
+// (core/describe.h), launch-level choices, and the wall time of the launch. An operator's Launch
+// records its line once, when it is built (phase 1: GetWorkspaceSize, or the native call);
+// run_now / launch_executor time run() and print it; a run that throws prints nothing. Off (the
+// default) that is one branch when recording and one at launch; nothing is kept or printed. The
+// variable is read once, at the first launch; concurrent launches never interleave their lines
+// (one write per line).
 #pragma once
 
 #include <atomic>
