@@ -6,6 +6,8 @@ against the float64 NumPy references (reference/fused_linear_cross_entropy.py, w
 hostile input (issue 14: zero-width work in closed form, exact argument types). The C ABI:
 test_fused_linear_cross_entropy_c_abi.py; tilings and plans: test_fused_linear_cross_entropy_tiling.py."""
 
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -346,6 +348,35 @@ def test_fused_linear_cross_entropy(dtype, reduction, path, monkeypatch):
     np.testing.assert_allclose(loss, expect, rtol=2e-5, atol=2e-5)
     assert rel_err(gi, ref_gi) < GRAD_TOL[dtype]
     assert rel_err(gw, ref_gw) < GRAD_TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16)], ids=["bf16", "f16"])
+def test_16_bit_gemms_without_native_onednn_support(tmp_path, dtype):
+    """Capped below AVX-512 (ONEDNN_MAX_CPU_ISA=AVX2, as on an AVX2-only CPU) oneDNN has no bf16 matmul:
+    the GEMMs run in fp32 on exactly widened copies; every FLCE operator still computes the reference."""
+    import subprocess
+    import sys
+    x, w, t = make_inputs(200, 16, 300, dtype, seed=21)
+    np.savez(tmp_path / "in.npz", x=x.view(np.uint16), w=w.view(np.uint16), t=t)
+    script = f"""
+import numpy as np, ml_dtypes, tilegrad as tg
+d = np.load({str(tmp_path / 'in.npz')!r}); dt = np.dtype({dtype.name!r}) if {dtype.name!r} != 'bfloat16' else np.dtype(ml_dtypes.bfloat16)
+x, w, t = d['x'].view(dt), d['w'].view(dt), d['t']
+loss, gi, gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=1)
+mx, s, p, mask, masked, _ = tg.fused_linear_online_max_sum(x, w, t, 0, w.shape[0])
+g = np.full(x.shape[0], 1.0 / x.shape[0], np.float32)
+agi, agw = tg.fused_linear_cross_entropy_loss_grad(g, x, w, mask, masked, logits_max=mx, sum_exp_logits=s)
+np.savez({str(tmp_path / 'out.npz')!r}, loss=loss, gi=gi.astype(np.float32), gw=gw.astype(np.float32),
+         agi=agi.astype(np.float32), agw=agw.astype(np.float32))
+"""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=300)
+    out = np.load(tmp_path / "out.npz")
+    ref_loss, _, ref_gi, ref_gw, _ = linear_cross_entropy(x, w, t)
+    np.testing.assert_allclose(out["loss"], ref_loss, rtol=2e-5)
+    for gi, gw in ((out["gi"], out["gw"]), (out["agi"], out["agw"])):
+        assert rel_err(gi, ref_gi) < GRAD_TOL[dtype]
+        assert rel_err(gw, ref_gw) < GRAD_TOL[dtype]
 
 
 def test_fused_linear_cross_entropy_paths_agree(monkeypatch):

@@ -179,27 +179,36 @@ ScratchBuffer& thread_scratch() {
   return scratch;
 }
 
-// oneDNN builds without an fp16 matmul for CPUs lacking AVX512-FP16 / AMX-FP16 (e.g. AMD Zen 4).
-bool f16_matmul_supported() {
-  static const bool ok = [] {
-    try {
-      using dims = dnnl::memory::dims;
-      const auto f16 = dnnl::memory::data_type::f16;
-      dnnl::memory::desc a(dims{16, 16}, f16, dims{16, 1}), c(dims{16, 16}, dnnl::memory::data_type::f32, dims{16, 1});
-      dnnl::matmul::primitive_desc pd(engine(), a, a, c);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return ok;
+// oneDNN has no matmul for a 16-bit type the CPU (or ONEDNN_MAX_CPU_ISA) lacks: fp16 without
+// AVX512-FP16 / AMX-FP16 (e.g. AMD Zen 4), bf16 below AVX-512 (AVX2-only CPUs). Probed once each.
+bool probe_matmul(dnnl::memory::data_type dt) {
+  try {
+    using dims = dnnl::memory::dims;
+    dnnl::memory::desc a(dims{16, 16}, dt, dims{16, 1}), c(dims{16, 16}, dnnl::memory::data_type::f32, dims{16, 1});
+    dnnl::matmul::primitive_desc pd(engine(), a, a, c);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 
-// Row-major fp32 copy (ld = cols) of a strided fp16 matrix; fp16 -> fp32 is exact.
-void widen_f16(const GemmMatrix& m, float* dst, int threads) {
+bool native_matmul(DType dt) {
+  static const bool f16 = probe_matmul(dnnl::memory::data_type::f16);
+  static const bool bf16 = probe_matmul(dnnl::memory::data_type::bf16);
+  if (dt == DType::kFloat16) return f16;
+  if (dt == DType::kBFloat16) return bf16;
+  return true;
+}
+
+// Row-major fp32 copy (ld = cols) of a strided fp16 / bf16 matrix; both widen to fp32 exactly.
+void widen_half(const GemmMatrix& m, float* dst, int threads) {
   const uint16_t* src = static_cast<const uint16_t*>(m.data);
+  const bool bf16 = m.dtype == DType::kBFloat16;
   parallel_for(m.rows, threads, [&](int64_t r) {
-    for (int64_t c = 0; c < m.cols; ++c) dst[r * m.cols + c] = f16_to_f32(src[r * m.row_stride + c * m.col_stride]);
+    for (int64_t c = 0; c < m.cols; ++c) {
+      const uint16_t v = src[r * m.row_stride + c * m.col_stride];
+      dst[r * m.cols + c] = bf16 ? bf16_to_f32(v) : f16_to_f32(v);
+    }
   });
 }
 
@@ -231,24 +240,26 @@ void gemm_plain(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, b
     if (!accumulate) zero_fill(c);
     return;
   }
-  if (a.dtype == DType::kFloat16 && !f16_matmul_supported()) {
-    // Same math (fp16 inputs are exact in fp32, fp32 accumulation): an fp32 matmul on widened copies.
+  if (!native_matmul(a.dtype)) {
+    // Same math (16-bit inputs are exact in fp32, fp32 accumulation): an fp32 matmul on widened copies.
     thread_local F32Buffers buf;
     buf.a.resize(a.rows * a.cols);
     buf.b.resize(b.rows * b.cols);
-    widen_f16(a, buf.a.data(), threads);
-    widen_f16(b, buf.b.data(), threads);
+    widen_half(a, buf.a.data(), threads);
+    widen_half(b, buf.b.data(), threads);
     const GemmMatrix a32 = GemmMatrix::rowmajor(buf.a.data(), DType::kFloat32, a.rows, a.cols, a.cols);
     const GemmMatrix b32 = GemmMatrix::rowmajor(buf.b.data(), DType::kFloat32, b.rows, b.cols, b.cols);
     if (c.dtype == DType::kFloat32) return gemm_plain(a32, b32, c, accumulate, threads);
     buf.c.resize(c.rows * c.cols);
-    if (accumulate) widen_f16(c, buf.c.data(), threads);
+    if (accumulate) widen_half(c, buf.c.data(), threads);
     gemm_plain(a32, b32, GemmMatrix::rowmajor(buf.c.data(), DType::kFloat32, c.rows, c.cols, c.cols), accumulate,
                threads);
     uint16_t* dst = static_cast<uint16_t*>(c.data);
     const float* src = buf.c.data();
+    const bool bf16 = c.dtype == DType::kBFloat16;
     parallel_for(c.rows, threads, [&](int64_t r) {
-      for (int64_t j = 0; j < c.cols; ++j) dst[r * c.row_stride + j * c.col_stride] = f32_to_f16(src[r * c.cols + j]);
+      for (int64_t j = 0; j < c.cols; ++j)
+        dst[r * c.row_stride + j * c.col_stride] = bf16 ? f32_to_bf16(src[r * c.cols + j]) : f32_to_f16(src[r * c.cols + j]);
     });
     return;
   }
@@ -355,18 +366,20 @@ const char* onednn_isa() { return onednn_isa_name(dnnl::get_effective_cpu_isa())
 void trace_gemm(Trace& trace, DType dtype) {
   if (!trace.on()) return;
   trace.field("onednn_isa", onednn_isa());
-  if (dtype == DType::kFloat16) trace.field("f16_gemm", f16_matmul_supported() ? "native" : "widened_to_f32");
+  if (dtype == DType::kFloat16) trace.field("f16_gemm", native_matmul(dtype) ? "native" : "widened_to_f32");
+  if (dtype == DType::kBFloat16) trace.field("bf16_gemm", native_matmul(dtype) ? "native" : "widened_to_f32");
 }
 
 std::string gemm_implementation(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate,
                                 int threads) {
   check_shapes(a, b, c);
   if (c.rows == 0 || c.cols == 0 || a.cols == 0) return "none (empty)";
-  if (a.dtype == DType::kFloat16 && !f16_matmul_supported()) {
+  if (!native_matmul(a.dtype)) {
     const GemmMatrix a32(nullptr, DType::kFloat32, a.rows, a.cols, a.cols, 1);
     const GemmMatrix b32(nullptr, DType::kFloat32, b.rows, b.cols, b.cols, 1);
     const GemmMatrix c32(nullptr, DType::kFloat32, c.rows, c.cols, c.cols, 1);
-    return "fp16 widened to fp32: " + gemm_implementation(a32, b32, c32, accumulate, threads);
+    return std::string(dtype_name(a.dtype)) + " widened to fp32: " +
+           gemm_implementation(a32, b32, c32, accumulate, threads);
   }
   ThreadScope scope(threads);
   const auto e = get_entry(make_key(a, b, c, accumulate, threads), a, c);
