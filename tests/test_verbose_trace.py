@@ -132,7 +132,11 @@ def check_line(line: str, want: dict):
     if "isa" in want["tiling"]:
         assert want["tiling"]["isa"] == isa
     extra = want["extra"]
-    described = [n for n in rest[2:-1] if n != "bf16_convert"]
+    if "bf16_gemm" in fields:  # GEMM operators on bf16: oneDNN's own bf16 matmul exists from AVX-512 on
+        assert "onednn_isa" in extra and any(dtype == "bf16" for dtype, _, _ in want["tensors"].values())
+        native = extra["onednn_isa"].startswith("avx512")
+        assert fields.pop("bf16_gemm") == ("native" if native else "widened_to_f32")
+    described = [n for n in rest[2:-1] if n not in ("bf16_convert", "bf16_gemm")]
     assert described == list(tiling) + list(extra), line  # the hook's fields, in order, then the launch's
     for name, value in list(tiling.items()) + list(extra.items()):
         assert fields[name] == text(value), f"{name}: line {fields[name]}, expected {value!r}"
