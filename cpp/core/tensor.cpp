@@ -86,6 +86,12 @@ void require_dtype(const char* op, const char* arg, const TensorView& t, std::in
        dtype_name(t.dtype));
 }
 
+void require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
+                        const TensorView& ref) {
+  check(t.dtype == ref.dtype, op, ": ", arg, " dtype ", dtype_name(t.dtype), " != ", ref_arg, " dtype ",
+        dtype_name(ref.dtype));
+}
+
 void require_rank_at_most(const char* op, const char* arg, const TensorView& t, int max_rank) {
   check(t.rank() <= max_rank, op, ": ", arg, " rank must be at most ", max_rank, ", got ", t.rank(), " (shape ",
         shape_str(t.shape), ")");

@@ -4,6 +4,7 @@
 
 #include "core/gemm.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
+#include "py_args.h"
 #include "py_tensor.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
@@ -22,7 +23,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
   m.def(
       "fused_linear_cross_entropy",
       [](const py::object& input, const py::object& weight, const py::object& target, int64_t ignore_index,
-         int64_t reduction, const py::object& bias, const py::object& class_weight, float label_smoothing,
+         const py::object& reduction_arg, const py::object& bias, const py::object& class_weight, float label_smoothing,
          float lse_square_scale, float softcap, const py::object& grad_output, int64_t memory_budget) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView w = py_support::view_of(weight, "weight");
@@ -30,10 +31,12 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         const TensorView vb = py_support::optional_view_of(bias, "bias");
         const TensorView vcw = py_support::optional_view_of(class_weight, "class_weight");
         const TensorView vgo = py_support::optional_view_of(grad_output, "grad_output");
+        const Reduction reduction = py_support::reduction_of("fused_linear_cross_entropy", reduction_arg);
         const DType dt = is_float(x.dtype) ? x.dtype : DType::kFloat32;
         const int64_t bt = x.rank() >= 1 ? x.shape[0] : 0, h = x.rank() >= 2 ? x.shape[1] : 0;
         const int64_t v = w.rank() >= 1 ? w.shape[0] : 0;
-        const std::vector<int64_t> loss_shape = reduction == 0 ? std::vector<int64_t>{bt} : std::vector<int64_t>{};
+        const std::vector<int64_t> loss_shape =
+            reduction == Reduction::kNone ? std::vector<int64_t>{bt} : std::vector<int64_t>{};
         py::array loss = py_support::allocate({DType::kFloat32, loss_shape});
         py::array zl = py_support::allocate({DType::kFloat32, loss_shape});
         py::array gi = py_support::allocate({dt, {bt, h}});
@@ -62,7 +65,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         return py::make_tuple(loss, gi, gw, gb, zl);
       },
       py::arg("input"), py::arg("weight"), py::arg("target"), py::arg("ignore_index") = -100,
-      py::arg("reduction") = 1, py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
+      py::arg("reduction") = "mean", py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
       py::arg("label_smoothing") = 0.0f, py::arg("lse_square_scale") = 0.0f, py::arg("softcap") = 0.0f,
       py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0);
 
