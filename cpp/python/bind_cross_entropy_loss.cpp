@@ -22,11 +22,8 @@ void bind_cross_entropy_loss(py::module_& m) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView t = py_support::view_of(target, "target");
         const TensorView w = py_support::optional_view_of(weight, "weight");
-        CrossEntropyOptions o;
-        o.reduction = py_support::reduction_of(kOp, reduction);
-        o.ignore_index = ignore_index;
-        o.label_smoothing = label_smoothing;
-        o.lse_square_scale_for_zloss = lse_square_scale_for_zloss;
+        const CrossEntropyOptions o{py_support::reduction_of(kOp, reduction), ignore_index, label_smoothing,
+                                    lse_square_scale_for_zloss};
         const CrossEntropyLossOutputSpecs specs = cross_entropy_loss_output_specs(x, t, o.reduction);
         py::array loss = py_support::allocate(specs.loss, kOp, "loss");
         py::object log_prob = out.is_none() ? py::object(py_support::allocate(specs.log_prob, kOp, "log_prob")) : out;

@@ -25,11 +25,8 @@ void bind_cross_entropy_loss_grad(py::module_& m) {
         const TensorView w = py_support::optional_view_of(weight, "weight");
         const TensorView gz = py_support::optional_view_of(grad_zloss, "grad_zloss");
         const TensorView lse = py_support::optional_view_of(lse_for_zloss, "lse_for_zloss");
-        CrossEntropyOptions o;
-        o.reduction = py_support::reduction_of(kOp, reduction);
-        o.ignore_index = ignore_index;
-        o.label_smoothing = label_smoothing;
-        o.lse_square_scale_for_zloss = lse_square_scale_for_zloss;
+        const CrossEntropyOptions o{py_support::reduction_of(kOp, reduction), ignore_index, label_smoothing,
+                                    lse_square_scale_for_zloss};
         // A new output takes logProb's dtype and shape (validation then reports any dtype problem).
         py::object result = out.is_none() ? py::object(py_support::allocate(OutputSpec{lp.dtype, lp.shape}, kOp, "out")) : out;
         const TensorView dx = py_support::view_of(result, "out", true);

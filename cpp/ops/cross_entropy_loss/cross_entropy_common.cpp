@@ -5,20 +5,33 @@
 
 namespace tilegrad::ops::ce {
 
-Reduction require_attributes(const char* op, const core::ReductionArg& reduction, double label_smoothing) {
-  core::require_valid(op, reduction);
-  core::check(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, ": labelSmoothing must be in [0, 1], got ",
-              label_smoothing);
-  return reduction.value;
+Attributes attributes_of(const CrossEntropyOptions& o) {
+  return {core::reduction_arg(o.reduction), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
 }
 
-void require_loss_shape(const char* op, const char* arg, const TensorView& t, Reduction r, int64_t n) {
-  if (r == Reduction::kNone)
-    core::check(t.rank() == 1 && t.shape[0] == n, op, ": ", arg, " shape ", shape_str(t.shape), " must be [", n,
-                "] (N) for reduction none");
-  else
-    core::check(t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1), op, ": ", arg, " shape ", shape_str(t.shape),
-                " must be [] or [1] for reduction ", core::reduction_name(r));
+Attributes attributes_of(const char* reduction, int64_t ignore_index, double label_smoothing, double zscale) {
+  return {core::reduction_from_name(reduction), ignore_index, label_smoothing, zscale};
+}
+
+Reduction require_attributes(const char* op, const Attributes& a) {
+  core::require_valid(op, a.reduction);
+  core::check(a.label_smoothing >= 0.0 && a.label_smoothing <= 1.0, op, ": labelSmoothing must be in [0, 1], got ",
+              a.label_smoothing);
+  return a.reduction.value;
+}
+
+void require_loss_shapes(const char* op, const core::ReductionArg& r, int64_t n,
+                         std::initializer_list<std::pair<const char*, const TensorView*>> tensors) {
+  if (!r.valid()) return;
+  for (const auto& [arg, t] : tensors) {
+    if (t == nullptr) continue;
+    if (r.value == Reduction::kNone)
+      core::check(t->rank() == 1 && t->shape[0] == n, op, ": ", arg, " shape ", shape_str(t->shape), " must be [",
+                  n, "] (N) for reduction none");
+    else
+      core::check(t->rank() == 0 || (t->rank() == 1 && t->shape[0] == 1), op, ": ", arg, " shape ",
+                  shape_str(t->shape), " must be [] or [1] for reduction ", core::reduction_name(r.value));
+  }
 }
 
 TargetScan scan_targets(const char* op, const TensorView& target, const TensorView& weight, int64_t classes,

@@ -5,17 +5,36 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 #include "core/reduction.h"
+#include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops::ce {
 
-// 161002 naming op unless the reduction is valid and 0 <= labelSmoothing <= 1 (in this order).
-Reduction require_attributes(const char* op, const core::ReductionArg& reduction, double label_smoothing);
+// The attributes both operators take, as an entry point delivers them (the reduction not yet
+// validated, see core::ReductionArg).
+struct Attributes {
+  core::ReductionArg reduction;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0;
+  double zscale = 0;  // lseSquareScaleForZloss
+};
+// From the native API's options.
+Attributes attributes_of(const CrossEntropyOptions& o);
+// From the C ABI's arguments; reductionOptional is parsed now (null: mean), so an executor can
+// rebuild after the caller's string is gone.
+Attributes attributes_of(const char* reduction, int64_t ignore_index, double label_smoothing, double zscale);
 
-// A loss-shaped tensor (loss, zloss, gradLoss, gradZloss): (N) for none, 0-d or (1) for mean and sum.
-void require_loss_shape(const char* op, const char* arg, const TensorView& t, Reduction r, int64_t n);
+// 161002 naming op unless the reduction is valid and 0 <= labelSmoothing <= 1 (in this order).
+Reduction require_attributes(const char* op, const Attributes& a);
+
+// Loss-shaped tensors (loss, zloss, gradLoss, gradZloss; null entries skipped): (N) for none, 0-d or
+// (1) for mean and sum. Nothing to check while the reduction is invalid: require_attributes reports it.
+void require_loss_shapes(const char* op, const core::ReductionArg& r, int64_t n,
+                         std::initializer_list<std::pair<const char*, const TensorView*>> tensors);
 
 // What the serial pass over the targets produces. Throws fail_index (161002, IndexError) naming the
 // lowest row whose target is outside [0, C) and is not ignoreIndex.

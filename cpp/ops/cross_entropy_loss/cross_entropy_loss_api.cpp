@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
-#include "core/reduction.h"
 #include "core/tensor.h"
 #include "core/vec1.h"
 #include "ops/cross_entropy_loss/cross_entropy_common.h"
@@ -29,19 +28,13 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kF
 
 struct LossArgs {
   TensorView input, target, weight, loss, log_prob, zloss, lse;
-  core::ReductionArg reduction;
-  int64_t ignore_index = -100;
-  double label_smoothing = 0, zscale = 0;
+  ce::Attributes attr;
 };
 
 using core::present;
 
 void require_input_dtype(const char* arg, const TensorView& t, const TensorView& input) {
   core::require_same_dtype(kOp, arg, t, "input", input);
-}
-
-void require_loss_shape(const char* arg, const TensorView& t, Reduction r, int64_t n) {
-  ce::require_loss_shape(kOp, arg, t, r, n);
 }
 
 void validate_inputs(const TensorView& input, const TensorView& target, const TensorView& weight) {
@@ -89,12 +82,9 @@ Reduction validate(const LossArgs& a) {
   if (has_w) core::require_shape(kOp, "weightOptional", a.weight, {c}, "input shape[1] (C)");
   core::require_shape(kOp, "logProbOut", a.log_prob, a.input.shape, "input shape");
   if (has_lse) core::require_shape(kOp, "lseForZlossOut", a.lse, {n}, "input shape[0] (N)");
-  if (a.reduction.valid()) {
-    require_loss_shape("lossOut", a.loss, a.reduction.value, n);
-    if (has_z) require_loss_shape("zlossOut", a.zloss, a.reduction.value, n);
-  }
+  ce::require_loss_shapes(kOp, a.attr.reduction, n, {{"lossOut", &a.loss}, {"zlossOut", has_z ? &a.zloss : nullptr}});
   // attributes
-  const Reduction r = ce::require_attributes(kOp, a.reduction, a.label_smoothing);
+  const Reduction r = ce::require_attributes(kOp, a.attr);
   // overlaps: every output alone, against the other outputs and against the inputs
   const std::pair<const char*, const TensorView*> outs[] = {
       {"lossOut", &a.loss}, {"logProbOut", &a.log_prob}, {"zlossOut", &a.zloss}, {"lseForZlossOut", &a.lse}};
@@ -129,7 +119,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
     tiling_ = cross_entropy_loss_tiling(rows_, cols_, es_, es_, out_contiguous_, core::Platform::current());
     stats_ = cross_entropy_loss_stats_kernel(tiling_.isa);
     log_prob_ = cross_entropy_loss_log_prob_kernel(tiling_.isa);
-    want_wx_ = a_.label_smoothing > 0;
+    want_wx_ = a_.attr.label_smoothing > 0;
     // Whole contiguous rows in one chunk: row i's logProb is written during row i+1's exp pass, so
     // the memory writes overlap the exp work (~25% faster for fp32 at N=8192, C=32000). Not for bf16:
     // its exact rounding inside the exp loop costs more than the overlap gains (the separate pass
@@ -160,8 +150,8 @@ class CrossEntropyLossLaunch final : public core::Launch {
     float* wbuf = reinterpret_cast<float*>(ws + bytes_rows_);
     char* tile_bufs = ws + bytes_rows_ + bytes_weight_;
     // Serial, row-ordered: every target checked (lowest bad row reported), divisors reduced.
-    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.ignore_index);
-    const double ls = a_.label_smoothing, z = a_.zscale;
+    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.attr.ignore_index);
+    const double ls = a_.attr.label_smoothing, z = a_.attr.zscale;
     const double wtotal = want_wx_ ? ce::weight_total(a_.weight, cols_) : 0.0;
     const float* w = want_wx_ ? ce::contiguous_weight(a_.weight, cols_, wbuf) : nullptr;
     const auto& t = tiling_;
@@ -253,7 +243,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
     // Row loss (double): m_i * [(1-ls) * (-w_t * lp_t) + (ls/C) * (-sum_c w_c lp_c)], z-term m_i * z * lse^2.
     const int64_t ti = core::Vec1(a_.target).integer(i);
     double l = 0, zt = 0;
-    if (ti != a_.ignore_index) {
+    if (ti != a_.attr.ignore_index) {
       const double wt = a_.weight.data ? core::Vec1(a_.weight).f32(ti) : 1.0;
       const double xt = core::load_float_element(a_.input.dtype, in_elem(i, ti));
       l = (1.0 - ls) * (-wt * (xt - lse));
@@ -266,7 +256,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
   }
 
   void finish(const ce::TargetScan& scan, const double* row_loss, const double* row_z, const double* row_lse) {
-    const bool zloss = a_.zscale != 0;
+    const bool zloss = a_.attr.zscale != 0;
     const core::Vec1 loss_out(a_.loss), zloss_out(a_.zloss), lse_out(a_.lse);
     if (a_.lse.data)
       for (int64_t i = 0; i < rows_; ++i) lse_out.set_f32(i, static_cast<float>(row_lse[i]));
@@ -313,7 +303,7 @@ namespace tilegrad {
 CrossEntropyLossOutputSpecs cross_entropy_loss_output_specs(const TensorView& input, const TensorView& target,
                                                             Reduction reduction) {
   ops::validate_inputs(input, target, TensorView{});
-  const Reduction r = ops::ce::require_attributes(ops::kOp, core::reduction_arg(reduction), 0.0);
+  const Reduction r = ops::ce::require_attributes(ops::kOp, ops::ce::attributes_of(CrossEntropyOptions{reduction}));
   const int64_t n = input.shape[0];
   CrossEntropyLossOutputSpecs s;
   const std::vector<int64_t> loss_shape = r == Reduction::kNone ? std::vector<int64_t>{n} : std::vector<int64_t>{};
@@ -327,8 +317,7 @@ CrossEntropyLossOutputSpecs cross_entropy_loss_output_specs(const TensorView& in
 void cross_entropy_loss(const TensorView& input, const TensorView& target, const TensorView& weight,
                         const CrossEntropyOptions& o, const TensorView& loss, const TensorView& log_prob,
                         const TensorView& zloss, const TensorView& lse_for_zloss) {
-  ops::LossArgs a{input, target, weight, loss, log_prob, zloss, lse_for_zloss,
-                  core::reduction_arg(o.reduction), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
+  ops::LossArgs a{input, target, weight, loss, log_prob, zloss, lse_for_zloss, ops::ce::attributes_of(o)};
   ops::CrossEntropyLossLaunch launch(a);
   core::run_now_named(ops::kOp, launch);
 }
@@ -342,8 +331,8 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, bool returnZloss,
     const aclTensor* lossOut, const aclTensor* logProbOut, const aclTensor* zlossOut,
     const aclTensor* lseForZlossOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
-  // Parsed now: the executor may rebuild after the caller's string is gone.
-  const core::ReductionArg reduction = core::reduction_from_name(reductionOptional);
+  const ops::ce::Attributes attr =
+      ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
   return core::create_rebindable_executor(ops::kOp, {{"input", "target", "weightOptional"}, {"lossOut", "logProbOut", "zlossOut", "lseForZlossOut"}},
                                          workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "input", input);
@@ -362,10 +351,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     a.log_prob = core::view_of(ops::kOp, "logProbOut", logProbOut);
     a.zloss = core::optional_view_of(ops::kOp, "zlossOut", zlossOut);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOut", lseForZlossOut);
-    a.reduction = reduction;
-    a.ignore_index = ignoreIndex;
-    a.label_smoothing = labelSmoothing;
-    a.zscale = lseSquareScaleForZloss;
+    a.attr = attr;
     return std::make_unique<ops::CrossEntropyLossLaunch>(a);
   });
 }

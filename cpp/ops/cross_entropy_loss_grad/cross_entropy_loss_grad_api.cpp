@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
-#include "core/reduction.h"
 #include "core/tensor.h"
 #include "core/vec1.h"
 #include "ops/cross_entropy_loss/cross_entropy_common.h"
@@ -27,19 +26,13 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kF
 
 struct GradArgs {
   TensorView grad_loss, log_prob, target, weight, grad_zloss, lse, x_grad;
-  core::ReductionArg reduction;
-  int64_t ignore_index = -100;
-  double label_smoothing = 0, zscale = 0;
+  ce::Attributes attr;
 };
 
 using core::present;
 
 void require_same_dtype(const char* arg, const TensorView& t, const TensorView& log_prob) {
   core::require_same_dtype(kOp, arg, t, "logProb", log_prob);
-}
-
-void require_loss_shape(const char* arg, const TensorView& t, Reduction r, int64_t n) {
-  ce::require_loss_shape(kOp, arg, t, r, n);
 }
 
 // Validation in the SEMANTICS order: dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
@@ -74,12 +67,10 @@ Reduction validate(const GradArgs& a) {
   core::require_shape(kOp, "xGradOut", a.x_grad, a.log_prob.shape, "logProb shape");
   if (has_w) core::require_shape(kOp, "weightOptional", a.weight, {c}, "logProb shape[1] (C)");
   if (has_lse) core::require_shape(kOp, "lseForZlossOptional", a.lse, {n}, "logProb shape[0] (N)");
-  if (a.reduction.valid()) {
-    require_loss_shape("gradLoss", a.grad_loss, a.reduction.value, n);
-    if (has_gz) require_loss_shape("gradZlossOptional", a.grad_zloss, a.reduction.value, n);
-  }
+  ce::require_loss_shapes(kOp, a.attr.reduction, n,
+                          {{"gradLoss", &a.grad_loss}, {"gradZlossOptional", has_gz ? &a.grad_zloss : nullptr}});
   // attributes
-  const Reduction r = ce::require_attributes(kOp, a.reduction, a.label_smoothing);
+  const Reduction r = ce::require_attributes(kOp, a.attr);
   // the output against itself and the inputs (xGradOut may be logProb itself)
   // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
   if (a.x_grad.numel() > 0) core::require_no_self_overlap(kOp, "xGradOut", a.x_grad);
@@ -105,7 +96,7 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
     tiling_ = cross_entropy_loss_grad_tiling(rows_, cols_, 2 * dtype_size(a_.log_prob.dtype), contiguous_,
                                              core::Platform::current());
     kernel_ = cross_entropy_loss_grad_kernel(tiling_.isa);
-    use_weight_vector_ = a_.weight.data != nullptr && a_.label_smoothing > 0 && cols_ > 0 && rows_ > 0;
+    use_weight_vector_ = a_.weight.data != nullptr && a_.attr.label_smoothing > 0 && cols_ > 0 && rows_ > 0;
   }
 
   uint64_t workspace_bytes() const override {
@@ -117,14 +108,14 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
   void run(void* workspace) override {
     if (rows_ == 0) return;
     // Serial, row-ordered: every target checked (lowest bad row reported), divisors reduced.
-    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.ignore_index);
+    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.attr.ignore_index);
     if (cols_ == 0) return;
     const bool mean = red_ == Reduction::kMean;
-    const double ls = a_.label_smoothing;
+    const double ls = a_.attr.label_smoothing, zscale = a_.attr.zscale;
     const double d = mean ? scan.weight_sum : 1.0;
     const double dz = mean ? static_cast<double>(scan.kept) : 1.0;
     const double wtotal = ls > 0 ? ce::weight_total(a_.weight, cols_) : 0.0;
-    const bool zloss = a_.zscale != 0 && a_.lse.data != nullptr;
+    const bool zloss = zscale != 0 && a_.lse.data != nullptr;
     const float* w = use_weight_vector_ ? ce::contiguous_weight(a_.weight, cols_, static_cast<float*>(workspace))
                                         : nullptr;
     const core::Vec1 grad_loss(a_.grad_loss), grad_zloss(a_.grad_zloss), lse(a_.lse), target(a_.target),
@@ -141,7 +132,7 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
       for (int64_t i = r0; i < r1; ++i) {
         CeGradSpan s;
         const int64_t ti = target.integer(i);
-        if (ti == a_.ignore_index) {
+        if (ti == a_.attr.ignore_index) {
           s.zero = true;
         } else {
           const double g = red_ == Reduction::kNone ? grad_loss.f32(i) : g_scalar;
@@ -153,7 +144,7 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
             const double gz = a_.grad_zloss.data == nullptr ? 0.0
                               : red_ == Reduction::kNone    ? grad_zloss.f32(i)
                                                             : gz_scalar;
-            pc += 2.0 * a_.zscale * lse.f32(i) * (g + gz) / dz;
+            pc += 2.0 * zscale * lse.f32(i) * (g + gz) / dz;
           }
           s.p_coef = static_cast<float>(pc);
           s.add_coef = static_cast<float>(-bi);
@@ -208,8 +199,7 @@ namespace tilegrad {
 void cross_entropy_loss_grad(const TensorView& grad_loss, const TensorView& log_prob, const TensorView& target,
                              const TensorView& weight, const TensorView& grad_zloss, const TensorView& lse_for_zloss,
                              const CrossEntropyOptions& o, const TensorView& x_grad) {
-  ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad,
-                  core::reduction_arg(o.reduction), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
+  ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad, ops::ce::attributes_of(o)};
   ops::CrossEntropyLossGradLaunch launch(a);
   core::run_now_named(ops::kOp, launch);
 }
@@ -223,8 +213,8 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* gradZlossOptional, const aclTensor* lseForZlossOptional, char* reductionOptional,
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, const aclTensor* out,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
-  // Parsed now: the executor may rebuild after the caller's string is gone.
-  const core::ReductionArg reduction = core::reduction_from_name(reductionOptional);
+  const ops::ce::Attributes attr =
+      ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
   return core::create_rebindable_executor(ops::kOp, {{"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"}, {"xGradOut"}},
                                          workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradLoss", gradLoss);
@@ -239,10 +229,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     a.grad_zloss = core::optional_view_of(ops::kOp, "gradZlossOptional", gradZlossOptional);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOptional", lseForZlossOptional);
     a.x_grad = core::view_of(ops::kOp, "xGradOut", out);
-    a.reduction = reduction;
-    a.ignore_index = ignoreIndex;
-    a.label_smoothing = labelSmoothing;
-    a.zscale = lseSquareScaleForZloss;
+    a.attr = attr;
     return std::make_unique<ops::CrossEntropyLossGradLaunch>(a);
   });
 }
