@@ -4,13 +4,30 @@ time is the minimum of several repetitions; results print as a table with ratios
     rows = []
     rows.append(compare("silu fp32 16M", {"torch": f1, "tilegrad": f2}, baseline="torch"))
     print_table(rows)
+
+Machine-readable results: a benchmark parses its options with ``parse_args(parser)`` (which adds
+``--json PATH``); from then on every case it times (``compare``, or ``record`` for its own timings) is appended to that
+file as one JSON line: benchmark, case, params (shapes, dtype, mode), times in seconds, ratios to the
+baseline, the row's extra columns, and the run's context (tilegrad version, ISA, threads, CPU model,
+torch version, git commit, UTC timestamp), so runs of different commits and machines can be compared.
+``--json PATH`` defaults to the environment variable TILEGRAD_BENCH_JSON.
 """
 
+import atexit
+import datetime
 import gc
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
 import time
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
+
+JSON_ENV = "TILEGRAD_BENCH_JSON"
 
 
 def time_min(fn: Callable[[], object], reps: int = 7, warmup: int = 2, min_time: float = 0.0) -> float:
@@ -32,8 +49,12 @@ def time_min(fn: Callable[[], object], reps: int = 7, warmup: int = 2, min_time:
 
 
 def compare(label: str, contenders: Dict[str, Callable[[], object]], baseline: str, reps: int = 7,
-            extra: Optional[Dict[str, str]] = None) -> dict:
-    """Times each contender (interleaved per repetition round to share the machine's noise)."""
+            extra: Optional[Dict[str, str]] = None, params: Optional[dict] = None) -> dict:
+    """Times each contender (interleaved per repetition round to share the machine's noise).
+
+    ``params`` (shapes, dtype, mode ...) describe the case in the JSON results (see ``start_json``); the
+    row is written there when it is printed (``print_table``) or at exit, so columns added to
+    ``row["extra"]`` after this call are included."""
     times = {name: float("inf") for name in contenders}
     for fn in contenders.values():  # warm up all first
         fn()
@@ -50,11 +71,14 @@ def compare(label: str, contenders: Dict[str, Callable[[], object]], baseline: s
     row = {"case": label, "times": times, "baseline": baseline}
     if extra:
         row["extra"] = extra
+    if _json["path"]:
+        _json["pending"].append((row, dict(params or {}), reps, _context_now()))
     return row
 
 
 def print_table(rows: List[dict], title: str = "") -> str:
     """Markdown table: case, each contender's ms, and speedup of every non-baseline contender."""
+    _flush_json()
     if not rows:
         return ""
     names = list(rows[0]["times"].keys())
@@ -83,3 +107,125 @@ def rel_error(approx: np.ndarray, exact: np.ndarray) -> float:
     a = np.asarray(approx, dtype=np.float64)
     e = np.asarray(exact, dtype=np.float64)
     return float(np.max(np.abs(a - e)) / max(np.max(np.abs(e)), 1e-300))
+
+
+# ---- machine-readable results (JSON lines) ---------------------------------------------------------
+
+_json = {"path": None, "benchmark": None, "static": None, "pending": []}
+
+
+def parse_args(parser, benchmark: Optional[str] = None):
+    """parser.parse_args() with ``--json PATH`` added; starts the JSON results when a path is given
+    (the parsed options, but the path, go into each line as ``settings``)."""
+    add_json_option(parser)
+    args = parser.parse_args()
+    settings = {k: v for k, v in vars(args).items() if k not in ("json", "mem_probe")}
+    start_json(args.json, benchmark, **settings)
+    return args
+
+
+def add_json_option(parser) -> None:
+    """``--json PATH``: append the results as JSON lines (default: $TILEGRAD_BENCH_JSON)."""
+    parser.add_argument("--json", metavar="PATH", default=os.environ.get(JSON_ENV) or None,
+                        help=f"append one JSON line per measured case to PATH (default: ${JSON_ENV})")
+
+
+def start_json(path: Optional[str], benchmark: Optional[str] = None, **settings) -> None:
+    """Sends every case timed from now on to ``path`` (nothing when it is empty). ``benchmark``
+    defaults to the script's name without ``bench_``; ``settings`` (quick, reps ...) go into each line."""
+    if not path:
+        return
+    name = benchmark or os.path.splitext(os.path.basename(sys.argv[0]))[0].replace("bench_", "", 1)
+    _json.update(path=path, benchmark=name, static=dict(_static_context(), settings=settings))
+    atexit.register(_flush_json)
+
+
+def record(case: str, times: Dict[str, float], baseline: str, params: Optional[dict] = None,
+           extra: Optional[Dict[str, str]] = None, clock: str = "wall", reps: Optional[int] = None) -> None:
+    """Writes one case timed by the benchmark itself (``compare`` rows are written automatically).
+    ``times`` in seconds; ``clock`` says what they measure ("wall", or "cpu" for process CPU time)."""
+    if _json["path"]:
+        row = {"case": case, "times": dict(times), "baseline": baseline, "extra": dict(extra or {}), "clock": clock}
+        _json["pending"].append((row, dict(params or {}), reps, _context_now()))
+        _flush_json()
+
+
+def _flush_json() -> None:
+    if not _json["path"] or not _json["pending"]:
+        return
+    lines = [json.dumps(_json_line(*entry), allow_nan=False, default=str) for entry in _json["pending"]]
+    _json["pending"].clear()
+    with open(_json["path"], "a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _json_line(row: dict, params: dict, reps: Optional[int], context: dict) -> dict:
+    """One case: a time that was not measured (NaN, inf) is null, and has no ratio (strict JSON)."""
+    times = {n: (t if math.isfinite(t) else None) for n, t in row["times"].items()}
+    base = times[row["baseline"]]
+    ratios = {n: base / t for n, t in times.items() if n != row["baseline"] and base and t}
+    return {"benchmark": _json["benchmark"], "case": row["case"], "params": params,
+            "times_s": times, "baseline": row["baseline"], "ratios": ratios,
+            "extra": dict(row.get("extra", {})), "clock": row.get("clock", "wall"), "reps": reps,
+            **context, **_json["static"]}
+
+
+def _context_now() -> dict:
+    """What may change during a run: the threads and ISA in use, and the time."""
+    import tilegrad as tg
+    context = {"isa": tg.active_isa(), "threads": tg.get_num_threads(),
+               "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        context["torch_threads"] = torch.get_num_threads()
+    return context
+
+
+def _static_context() -> dict:
+    import tilegrad as tg
+    return {"tilegrad_version": tg.__version__, "cpu": _cpu_model(), "torch_version": _torch_version(),
+            "python": platform.python_version(), "env": _settings_from_environment(), **_git_state()}
+
+
+def _settings_from_environment() -> dict:
+    """The environment variables that change what is measured, where set."""
+    names = ("TILEGRAD_MAX_ISA", "TILEGRAD_FLCE_BUDGET", "TILEGRAD_VERBOSE", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS",
+             "THP_MEM_ALLOC_ENABLE")
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _torch_version() -> Optional[str]:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.__version__
+    try:
+        from importlib.metadata import version
+        return version("torch")
+    except Exception:  # noqa: BLE001 (not installed, or no metadata)
+        return None
+
+
+def _git_state() -> dict:
+    """The commit of the source tree these benchmarks sit in (None outside a git checkout), and whether
+    tracked files differ from it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def git(*args):
+        return subprocess.run(["git", "-C", here, *args], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+    try:
+        return {"git_commit": git("rev-parse", "HEAD"),
+                "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table, rel_error  # noqa: E402
+from _harness import compare, parse_args, print_table, rel_error  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 
@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
     ap.add_argument("--rows", type=int, nargs="*", help="row counts to run (default 4096 32768; C = 1024)")
     ap.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
-    args = ap.parse_args()
+    args = parse_args(ap)
 
     import torch
     import torch.nn.functional as F
@@ -81,7 +81,8 @@ def main():
                 err = rel_error(tg_fresh().astype(np.float32), expected)
                 row = compare(f"{n}x{c} {dtype_name} {variant}",
                               {"torch": torch_bwd, "tilegrad reused out": tg_reused, "tilegrad fresh out": tg_fresh},
-                              baseline="torch", reps=reps, extra={"rel err vs torch": f"{err:.1e}"})
+                              baseline="torch", reps=reps, extra={"rel err vs torch": f"{err:.1e}"},
+                              params={"n": n, "c": c, "dtype": dtype_name, "variant": variant, "reduction": "mean"})
                 # bytes one pass must move: x, t, [w] read, out written (pw and 0-d dy are tiny)
                 nbytes = x.nbytes + t.nbytes + out.nbytes + (w.nbytes if wa is not None else 0)
                 gbs = nbytes / row["times"]["tilegrad reused out"] / 1e9

@@ -7,6 +7,7 @@ Inputs: random logits, per-class weight, 1/8 of the rows ignored (ignore_index=-
 
     python benchmarks/bench_cross_entropy.py           # full size
     python benchmarks/bench_cross_entropy.py --quick   # small smoke run
+    python benchmarks/bench_cross_entropy.py --json results.jsonl   # also as JSON lines
 """
 
 import argparse
@@ -16,7 +17,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table, rel_error  # noqa: E402
+from _harness import compare, parse_args, print_table, rel_error  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 
@@ -73,10 +74,12 @@ def bench(n, c, reps, threads):
         loss, lp, _, _ = tg.cross_entropy_loss(x, target, weight)
         ref_loss = torch_fwd_fresh()
         err = abs(float(loss) - float(ref_loss)) / abs(float(ref_loss))
+        params = {"n": n, "c": c, "dtype": dname, "reduction": "mean", "weight": True, "ignored_rows": 0.125}
         rows_fwd.append(compare(f"forward {dname} reused output", {"torch": torch_fwd_reused, "tilegrad": tg_fwd_reused},
-                                baseline="torch", reps=reps, extra={"loss rel err": f"{err:.1e}"}))
+                                baseline="torch", reps=reps, extra={"loss rel err": f"{err:.1e}"},
+                                params={**params, "pass": "forward", "mode": "reused"}))
         rows_fwd.append(compare(f"forward {dname} fresh output", {"torch": torch_fwd_fresh, "tilegrad": tg_fwd_fresh},
-                                baseline="torch", reps=reps))
+                                baseline="torch", reps=reps, params={**params, "pass": "forward", "mode": "fresh"}))
 
         # ---- gradient ----
         lpt = torch.from_numpy(lp.view(np.uint16)).view(torch.bfloat16) if dname == "bf16" else torch.from_numpy(lp)
@@ -105,9 +108,10 @@ def bench(n, c, reps, threads):
         ref = torch_grad_reused().float().numpy()
         err = rel_error(tg_grad_reused().astype(np.float32), ref)
         rows_grad.append(compare(f"grad {dname} reused output", {"torch": torch_grad_reused, "tilegrad": tg_grad_reused},
-                                 baseline="torch", reps=reps, extra={"rel err vs torch": f"{err:.1e}"}))
+                                 baseline="torch", reps=reps, extra={"rel err vs torch": f"{err:.1e}"},
+                                 params={**params, "pass": "grad", "mode": "reused"}))
         rows_grad.append(compare(f"grad {dname} fresh output", {"torch": torch_grad_fresh, "tilegrad": tg_grad_fresh},
-                                 baseline="torch", reps=reps))
+                                 baseline="torch", reps=reps, params={**params, "pass": "grad", "mode": "fresh"}))
     title = f"N={n}, C={c}, weight, 1/8 rows ignored, mean, {threads} threads"
     print_table(rows_grad, f"cross_entropy_loss_grad: {title}")
     print()
@@ -121,7 +125,7 @@ def main():
     ap.add_argument("--c", type=int, default=32000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=tg.get_num_threads())
-    args = ap.parse_args()
+    args = parse_args(ap)
     if torch is None:
         sys.exit("PyTorch is needed for the side-by-side comparison")
     if args.quick:

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table, rel_error, time_min  # noqa: E402
+from _harness import compare, parse_args, print_table, rel_error, time_min  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 from tilegrad import _core  # noqa: E402
@@ -62,7 +62,9 @@ def case(torch, label, v, d, n, dtype, pattern="uniform", scale=False, fresh=Fal
         theirs = torch.ops.aten.embedding_dense_backward(tgrad, tidx, v, -1, False).float().numpy()
         extra = {"rel err tilegrad": f"{rel_error(ours, exact):.2e}", "rel err torch": f"{rel_error(theirs, exact):.2e}"}
         del exact
-    row = compare(label, fns, baseline="torch", reps=reps, extra=extra)
+    params = {"num_weights": v, "dim": d, "indices": n, "dtype": np.dtype(dtype).name, "pattern": pattern,
+              "scale_grad_by_freq": scale, "mode": "fresh" if fresh else "reused"}
+    row = compare(label, fns, baseline="torch", reps=reps, extra=extra, params=params)
     moved = v * d * out.itemsize + n * d * grad.itemsize + n * 8
     row["extra"] = {"tilegrad GB/s": f"{moved / row['times']['tilegrad'] / 1e9:.1f}", **row["extra"]}
     return row
@@ -80,7 +82,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
     ap.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
-    args = ap.parse_args()
+    args = parse_args(ap)
     import torch
 
     threads = args.threads or tg.get_num_threads()

@@ -1,6 +1,6 @@
 """SiLU backward: tilegrad vs PyTorch (torch.ops.aten.silu_backward), side by side on the same inputs.
 
-    python benchmarks/bench_silu_backward.py [--quick] [--reps N]
+    python benchmarks/bench_silu_backward.py [--quick] [--reps N] [--json PATH]
 
 Modes: "reused" writes into a preallocated output (torch: silu_backward.grad_input(..., grad_input=out));
 "fresh" allocates the output on every call (page faults included). The ceiling row is this
@@ -16,7 +16,7 @@ import sys
 import ml_dtypes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table  # noqa: E402
+from _harness import compare, parse_args, print_table  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 from tilegrad import _core  # noqa: E402
@@ -42,7 +42,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1M elements only, fewer repetitions")
     parser.add_argument("--reps", type=int, default=15)
-    args = parser.parse_args()
+    args = parse_args(parser)
     import torch
 
     threads = tg.get_num_threads()
@@ -61,11 +61,13 @@ def main():
             }
             if dtype == "fp32":  # the bandwidth ceiling on the same buffers, interleaved with both
                 contenders["ceiling"] = lambda: _core._bandwidth_probe(out, dy, x, True)
-            reused = compare(f"{dtype} {size_name} reused", contenders, baseline="torch", reps=reps)
+            params = {"numel": n, "dtype": dtype}
+            reused = compare(f"{dtype} {size_name} reused", contenders, baseline="torch", reps=reps,
+                             params={**params, "mode": "reused"})
             fresh = compare(f"{dtype} {size_name} fresh", {
                 "torch": lambda: torch.ops.aten.silu_backward(tdy, tx),
                 "tilegrad": lambda: tg.silu_backward(dy, x),
-            }, baseline="torch", reps=reps)
+            }, baseline="torch", reps=reps, params={**params, "mode": "fresh"})
             es = out.itemsize
             for row in (reused, fresh):
                 t = row["times"]["tilegrad"]

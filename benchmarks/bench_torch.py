@@ -1,6 +1,6 @@
 """tilegrad.torch vs torch eager: forward + backward through autograd, same inputs, one process.
 
-    python benchmarks/bench_torch.py [--quick] [--reps N]
+    python benchmarks/bench_torch.py [--quick] [--reps N] [--json PATH]
 
 Each contender computes the loss (or output) and its gradient with ``torch.autograd.grad`` (autograd
 allocates the gradient, so there is no reused-output mode); times are the minimum over repetitions,
@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, print_table  # noqa: E402
+from _harness import compare, parse_args, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -55,7 +55,7 @@ def cross_entropy_case(rows, classes, dtype, reps):
     row = compare(f"cross_entropy {name} N={rows} C={classes}", {
         "torch": grad_of(lambda: F.cross_entropy(x, t), x),
         "tilegrad": grad_of(lambda: tgt.cross_entropy(x, t), x),
-    }, baseline="torch", reps=reps)
+    }, baseline="torch", reps=reps, params={"op": "cross_entropy", "n": rows, "c": classes, "dtype": name})
     row["extra"] = {"target": ">= 2.5x"}
     return row
 
@@ -80,7 +80,8 @@ def kernel_floor_rows(rows, classes, vocab, dim, tokens, reps):
         out.append(compare(f"cross_entropy {name} N={rows} C={classes} fwd+bwd", {
             "torch autograd": grad_of(lambda: F.cross_entropy(x.requires_grad_(), t), x),
             "tilegrad kernels reused": ce_kernels,
-        }, baseline="torch autograd", reps=reps))
+        }, baseline="torch autograd", reps=reps,
+            params={"op": "cross_entropy", "n": rows, "c": classes, "dtype": name, "mode": "kernel floor"}))
         del x, log_prob, grad, xn, lpn, gn
         gc.collect()
     w = torch.randn(vocab, dim, generator=g).requires_grad_()
@@ -92,7 +93,9 @@ def kernel_floor_rows(rows, classes, vocab, dim, tokens, reps):
     out.append(compare(f"embedding backward V={vocab} D={dim} tokens={tokens}", {
         "torch autograd": lambda: torch.autograd.grad(emb, w, up, retain_graph=True),
         "tilegrad kernels reused": lambda: tg.embedding_dense_backward(upn, idn, vocab, -1, False, out=gwn),
-    }, baseline="torch autograd", reps=reps))
+    }, baseline="torch autograd", reps=reps,
+        params={"op": "embedding", "num_weights": vocab, "dim": dim, "indices": tokens, "dtype": "fp32",
+                "mode": "kernel floor"}))
     return out
 
 
@@ -101,15 +104,16 @@ def embedding_cases(vocab, dim, tokens, reps):
     w = torch.randn(vocab, dim, generator=g).requires_grad_()
     ids = torch.randint(0, vocab, (tokens,), generator=g)
     up = torch.randn(tokens, dim, generator=g)
+    params = {"op": "embedding", "num_weights": vocab, "dim": dim, "indices": tokens, "dtype": "fp32"}
     both = compare(f"embedding fwd+bwd V={vocab} D={dim} tokens={tokens}", {
         "torch": lambda: torch.autograd.grad(F.embedding(ids, w), w, up),
         "tilegrad": lambda: torch.autograd.grad(tgt.embedding(ids, w), w, up),
-    }, baseline="torch", reps=reps)
+    }, baseline="torch", reps=reps, params={**params, "mode": "fwd+bwd"})
     out_torch, out_tilegrad = F.embedding(ids, w), tgt.embedding(ids, w)  # graphs kept for backward-only timing
     backward = compare(f"embedding backward only V={vocab} D={dim} tokens={tokens}", {
         "torch": lambda: torch.autograd.grad(out_torch, w, up, retain_graph=True),
         "tilegrad": lambda: torch.autograd.grad(out_tilegrad, w, up, retain_graph=True),
-    }, baseline="torch", reps=reps)
+    }, baseline="torch", reps=reps, params={**params, "mode": "backward only"})
     both["extra"] = {"target": ""}
     backward["extra"] = {"target": ">= 5x"}
     return [both, backward]
@@ -124,7 +128,9 @@ def bce_case(rows, cols, reps):
     row = compare(f"bce_with_logits weight+pos_weight {rows}x{cols}", {
         "torch": grad_of(lambda: F.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), x),
         "tilegrad": grad_of(lambda: tgt.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), x),
-    }, baseline="torch", reps=reps)
+    }, baseline="torch", reps=reps,
+        params={"op": "binary_cross_entropy_with_logits", "n": rows, "c": cols, "dtype": "fp32",
+                "variant": "weight+pos_weight"})
     row["extra"] = {"target": ">= 3x"}
     return row
 
@@ -136,7 +142,7 @@ def silu_case(n, reps):
     row = compare(f"silu bf16 {n >> 20}M", {
         "torch": lambda: torch.autograd.grad(F.silu(x), x, up),
         "tilegrad": lambda: torch.autograd.grad(tgt.silu(x), x, up),
-    }, baseline="torch", reps=reps)
+    }, baseline="torch", reps=reps, params={"op": "silu", "numel": n, "dtype": "bf16"})
     row["extra"] = {"target": ">= 1.2x"}
     return row
 
@@ -155,7 +161,7 @@ def per_call_overhead(n, reps, calls=200):
     row = compare(f"per-call: silu_backward fp32 {n} elements x {calls} calls", {
         "numpy": loop(lambda: tg.silu_backward(grad_np, x_np)),
         "torch.ops": loop(lambda: torch.ops.tilegrad.silu_backward(grad, x)),
-    }, baseline="numpy", reps=reps)
+    }, baseline="numpy", reps=reps, params={"op": "silu_backward", "numel": n, "dtype": "fp32", "calls": calls})
     t = row["times"]
     overhead_us = (t["torch.ops"] - t["numpy"]) / calls * 1e6
     return {"numpy us/call": t["numpy"] / calls * 1e6, "torch.ops us/call": t["torch.ops"] / calls * 1e6,
@@ -177,7 +183,8 @@ def interleaving(reps):
         torch_call()
 
     row = compare("interleaved", {"tilegrad": tilegrad_call, "torch": torch_call, "pair": pair},
-                  baseline="pair", reps=reps)
+                  baseline="pair", reps=reps, params={"tilegrad": "cross_entropy fp32 512x32000 fwd+bwd",
+                                                      "torch": "matmul fp32 1024x1024x1024"})
     times = row["times"]
     alone = times["tilegrad"] + times["torch"]
     return {"tilegrad ms": times["tilegrad"] * 1e3, "torch ms": times["torch"] * 1e3, "sum ms": alone * 1e3,
@@ -223,7 +230,7 @@ def main():
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (tilegrad follows); "
                         "default: torch's")
-    args = parser.parse_args()
+    args = parse_args(parser)
     if args.threads:
         torch.set_num_threads(args.threads)
     reps = 3 if args.quick else args.reps

@@ -13,6 +13,7 @@ import pytest
 
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, last_error, launch, lib, run_op)
+from reference.silu import silu_backward_f64
 
 vp = ctypes.c_void_p
 for name in ("aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor"):
@@ -27,12 +28,6 @@ for name in ("aclSetDynamicInputTensorAddr", "aclSetDynamicOutputTensorAddr"):
 lib.aclGetRawTensorAddr.argtypes = [vp, ctypes.POINTER(vp)]
 
 SILU = "aclnnSiluBackward"
-
-
-def silu_backward_f64(dy, x):
-    dy, x = np.asarray(dy, np.float64), np.asarray(x, np.float64)
-    s = 1.0 / (1.0 + np.exp(-x))
-    return dy * s * (1.0 + x * (1.0 - s))
 
 
 def _repeatable(op, args):

@@ -1,73 +1,20 @@
-"""aclnnBinaryCrossEntropyWithLogitsBackward: accuracy vs a float64 NumPy reference written from
-SEMANTICS section 2, broadcasting, dtype mixes, strides, extremes, errors (Python and C ABI),
-tiling invariants, thread determinism, and a torch cross-check where torch is installed."""
+"""tilegrad.binary_cross_entropy_with_logits_backward through Python: accuracy vs the float64 NumPy
+reference (reference/bce.py, written from SEMANTICS section 2), broadcasting, dtype mixes, strides,
+extremes, errors, thread determinism, and a torch cross-check where torch is installed. The C ABI:
+test_binary_cross_entropy_with_logits_backward_c_abi.py; the tiling: ..._tiling.py."""
 
-import ctypes
-import itertools
-
-import ml_dtypes
 import numpy as np
 import pytest
 
 import tilegrad as tg
+from acl_ctypes import ACLNN_ERR_PARAM_INVALID
+from reference.bce import BF16, F16, F32, REDUCTIONS
+from reference.bce import assert_bce_close as check
 from tilegrad import _core
-from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
-                        get_workspace_size, last_error, launch, lib, run_op)
 
 OP = "aclnnBinaryCrossEntropyWithLogitsBackward"
 bce = tg.binary_cross_entropy_with_logits_backward
-BF16 = np.dtype(ml_dtypes.bfloat16)
-F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 DTYPES = [F32, F16, BF16]
-EPS = {F32: 2.0 ** -24, F16: 2.0 ** -11, BF16: 2.0 ** -8}      # unit roundoff of the output
-TINY = {F32: 1e-45, F16: 2.0 ** -25, BF16: 1e-45}              # half the smallest subnormal (fp16)
-REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
-
-
-# ---- float64 reference (SEMANTICS section 2) -------------------------------------------------
-
-def f64(a):
-    return None if a is None else np.asarray(a).astype(np.float64)
-
-
-def sigmoid64(x):
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
-
-
-def reference(dy, x, t, w=None, pw=None, reduction="mean"):
-    """(value, error bound) in float64; the bound allows fp32 math on the terms and one rounding."""
-    dy, x, t, w, pw = f64(dy), f64(x), f64(t), f64(w), f64(pw)
-    red = REDUCTIONS.get(reduction, reduction)
-    s = sigmoid64(x)
-    if pw is None:
-        g = s - t
-        terms = np.abs(1 - t) + np.abs(t)
-    else:
-        pt = pw * t
-        g = (pt + 1 - t) * s - pt
-        terms = np.abs(1 - t) + np.abs(pt)
-    scale = 1.0 / max(1, x.size) if red == 1 else 1.0
-    mult = dy * (1.0 if w is None else w) * scale
-    with np.errstate(invalid="ignore"):
-        value = np.broadcast_to(g * mult, x.shape)
-        bound = np.broadcast_to(16 * 2.0 ** -24 * terms * np.abs(mult), x.shape)
-    return value, bound
-
-
-def check(result, dy, x, t, w=None, pw=None, reduction="mean"):
-    value, bound = reference(dy, x, t, w, pw, reduction)
-    assert result.shape == np.shape(x)
-    assert result.dtype == t.dtype
-    got = result.astype(np.float64)
-    out_dt = np.dtype(t.dtype)
-    tol = bound + EPS[out_dt] * np.abs(value) + TINY[out_dt]
-    err = np.abs(got - value)
-    nan_ref = np.isnan(value)
-    np.testing.assert_array_equal(np.isnan(got), nan_ref)
-    bad = ~nan_ref & ~(err <= tol)
-    assert not bad.any(), (f"{bad.sum()} elements off; worst at {np.argwhere(bad)[0]}: got {got[bad][0]!r}, "
-                           f"want {value[bad][0]!r}")
 
 
 def rand(shape, dtype, rng, lo=-4.0, hi=4.0):
@@ -362,177 +309,6 @@ def test_python_errors():
     raises(ValueError, "out overlaps weightOptional", bce, dy, x, t, o[1], out=o)
     e = raises(ValueError, "out overlaps gradOutput", bce, xx[0, 0:1], x, t, out=xx)
     assert e.code == ACLNN_ERR_PARAM_INVALID
-
-
-# ---- C ABI --------------------------------------------------------------------------------------
-
-def c_args(t, dy, x, tg_, w, pw, out, reduction):
-    return [t.new(dy), t.new(x), t.new(tg_), t.new(w), t.new(pw), ctypes.c_int64(reduction), t.new(out)]
-
-
-def test_c_abi_success_and_workspace():
-    dy, x, t, w, pw = make((5, 33), dtypes=(F16, BF16, F32, F16, F32), w_shape=(5, 1), pw_shape=(33,))
-    out = np.full((5, 33), np.nan, F32)
-    with AclTensors() as T:
-        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 1))
-        assert status == ACLNN_SUCCESS and ws == 0 and ex
-        assert launch(OP, ex, 0) == ACLNN_SUCCESS
-        check(out, dy, x, t, w, pw, "mean")
-        # a second launch of the same executor is refused
-        assert launch(OP, ex, 0) == ACLNN_ERR_PARAM_INVALID
-        assert "not live" in last_error()
-        # null optional tensors and reduction none
-        out2 = np.empty((5, 33), F32)
-        dy2 = np.ones((5, 33), F16)
-        status, msg = run_op(OP, c_args(T, dy2, x, t, None, None, out2, 0))
-        assert status == ACLNN_SUCCESS, msg
-        check(out2, dy2, x, t, None, None, "none")
-
-
-def test_c_abi_reads_data_at_launch():
-    # Phase 1 only sees shapes; the data (including one-element operands) is read in phase 2.
-    dy, x, t, w, pw = make((3, 40), w_shape=(1,), pw_shape=())
-    out = np.empty((3, 40), F32)
-    with AclTensors() as T:
-        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 2))
-        assert status == ACLNN_SUCCESS
-        dy[...] = 3.0
-        w[...] = 0.25
-        pw[...] = 5.0
-        x[...] = x[::-1]
-        assert launch(OP, ex, ws) == ACLNN_SUCCESS
-    check(out, dy, x, t, w, pw, "sum")
-
-
-def test_c_abi_empty():
-    dy, x, t, w, pw = make((2, 0), w_shape=(0,), pw_shape=(1,))
-    out = np.empty((2, 0), F32)
-    with AclTensors() as T:
-        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 1))
-        assert (status, ws) == (ACLNN_SUCCESS, 0)
-        assert launch(OP, ex, 0, workspace=None) == ACLNN_SUCCESS
-
-
-@pytest.mark.parametrize("null_index,name", [(0, "gradOutput"), (1, "self"), (2, "target"), (6, "out")])
-def test_c_abi_null_tensors(null_index, name):
-    dy, x, t, w, pw = make((2, 3))
-    out = np.empty((2, 3), F32)
-    with AclTensors() as T:
-        args = c_args(T, dy, x, t, w, pw, out, 1)
-        args[null_index] = None
-        status, msg = run_op(OP, args)
-    assert status == ACLNN_ERR_PARAM_NULLPTR
-    assert msg == f"{OP}: {name} is null"
-
-
-def test_c_abi_null_out_pointers():
-    dy, x, t, w, pw = make((2, 3))
-    out = np.empty((2, 3), F32)
-    fn = getattr(lib, OP + "GetWorkspaceSize")
-    fn.restype = ctypes.c_int32
-    with AclTensors() as T:
-        args = [ctypes.c_void_p(a) if isinstance(a, int) else (a if a is not None else ctypes.c_void_p(None))
-                for a in c_args(T, dy, x, t, w, pw, out, 1)]
-        ex = ctypes.c_void_p(None)
-        ws = ctypes.c_uint64(0)
-        assert fn(*args, None, ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
-        assert "workspaceSize out-pointer is null" in last_error()
-        assert fn(*args, ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
-        assert "executor out-pointer is null" in last_error()
-
-
-def test_c_abi_errors():
-    dy, x, t, w, pw = make((4, 6), w_shape=(6,), pw_shape=(4, 1))
-    out = np.empty((4, 6), F32)
-    cases = [
-        (dict(out=np.empty((4, 6), F16)), "out dtype float16 != target dtype float32"),
-        (dict(x=x.astype(np.float64)), "self dtype must be one of {float32, float16, bfloat16}, got float64"),
-        (dict(w=w.astype(np.int32)), "weightOptional dtype must be one of"),
-        (dict(t=t[:3]), "target shape [3,6] != self shape [4,6]"),
-        (dict(out=np.empty((4, 5), F32)), "out shape [4,5] != self shape [4,6]"),
-        (dict(dy=np.ones((5,), F32)), "gradOutput shape [5] does not broadcast to self shape [4,6]"),
-        (dict(pw=np.ones((2, 6), F32)), "posWeightOptional shape [2,6] does not broadcast to self shape [4,6]"),
-        (dict(reduction=3), "reduction must be 0 (none), 1 (mean) or 2 (sum), got 3"),
-        (dict(reduction=-7), "got -7"),
-        (dict(x=np.ones((1,) * 9, F32), t=np.ones((1,) * 9, F32), out=np.ones((1,) * 9, F32)),
-         "self rank must be at most 8, got 9"),
-    ]
-    for change, expected in cases:
-        a = dict(dy=dy, x=x, t=t, w=w, pw=pw, out=out, reduction=1)
-        a.update(change)
-        with AclTensors() as T:
-            status, msg = run_op(OP, c_args(T, a["dy"], a["x"], a["t"], a["w"], a["pw"], a["out"], a["reduction"]))
-        assert status == ACLNN_ERR_PARAM_INVALID, (change, msg)
-        assert msg.startswith(OP + ": ") and expected in msg, (expected, msg)
-    # validation order: dtype before shape before reduction
-    with AclTensors() as T:
-        status, msg = run_op(OP, c_args(T, dy, x.astype(np.float64), t[:3], w, pw, out, 9))
-        assert "self dtype" in msg
-        status, msg = run_op(OP, c_args(T, dy, x, t[:3], w, pw, out, 9))
-        assert "target shape" in msg
-    # private formats are refused
-    with AclTensors() as T:
-        args = [T.new(dy), T.new(x, fmt=3), T.new(t), None, None, ctypes.c_int64(1), T.new(out)]
-        status, msg = run_op(OP, args)
-    assert status == ACLNN_ERR_PARAM_INVALID and "private packed format" in msg
-    # a view reaching outside its storage is refused
-    with AclTensors() as T:
-        args = [T.new(dy), T.new(x, storage=[10]), T.new(t), None, None, ctypes.c_int64(1), T.new(out)]
-        status, msg = run_op(OP, args)
-    assert status == ACLNN_ERR_PARAM_INVALID and "outside its storage" in msg
-
-
-def test_c_abi_workspace_and_executor_misuse():
-    dy, x, t, w, pw = make((2, 3))
-    out = np.empty((2, 3), F32)
-    with AclTensors() as T:
-        status, ws, ex = get_workspace_size(OP, c_args(T, dy, x, t, w, pw, out, 1))
-        assert status == ACLNN_SUCCESS and ws == 0
-        # an executor of this op refused by another op, then run by its own
-        assert launch("aclnnSiluBackward", ex, 0) == ACLNN_ERR_PARAM_INVALID
-        assert "was created by " + OP in last_error()
-        assert launch(OP, ex, 0) == ACLNN_SUCCESS
-        assert launch(OP, ex, 0) == ACLNN_ERR_PARAM_INVALID
-        assert launch(OP, None, 0) == ACLNN_ERR_PARAM_NULLPTR
-
-
-# ---- tiling -------------------------------------------------------------------------------------
-
-def tiling(numel, bytes_per_elem=12, out_contiguous=True, reduction=1, threads=2, **kw):
-    return _core._binary_cross_entropy_with_logits_backward_tiling(numel, bytes_per_elem, out_contiguous, reduction,
-                                                                   threads, **kw)
-
-
-def test_tiling_invariants():
-    numels = [0, 1, 63, 64, 65, 16383, 16384, 100_000, 1 << 20, 33_554_432, 33_554_433, (1 << 31) + 17]
-    for threads, numel in itertools.product([1, 2, 3, 4, 7, 8, 16, 64, 255, 256], numels):
-        t = tiling(numel, threads=threads)
-        assert t["numel"] == numel
-        if numel == 0:
-            assert t["num_tiles"] == 0
-            continue
-        assert 1 <= t["num_tiles"] <= threads
-        assert t["tile_elems"] % 64 == 0
-        assert (t["num_tiles"] - 1) * t["tile_elems"] < numel <= t["num_tiles"] * t["tile_elems"]
-        if numel < 2 * 16384:
-            assert t["num_tiles"] == 1   # too small to be worth a second thread
-
-
-def test_tiling_scale_and_streaming():
-    for numel in [0, 1, 3, 4096 * 1024, 32768 * 1024, 10**9 + 7]:
-        expected = np.float32(1.0 / max(1, numel))
-        assert np.float32(tiling(numel, reduction=1)["scale"]) == expected
-        assert tiling(numel, reduction=0)["scale"] == 1.0
-        assert tiling(numel, reduction=2)["scale"] == 1.0
-    l3 = 32 << 20   # streaming from l3 / 2 on
-    assert not tiling(1 << 20, 12, True, l3_bytes=l3)["streaming_stores"]          # 12 MB: fits
-    assert not tiling(1 << 20, 16, True, l3_bytes=l3)["streaming_stores"]          # 16 MB: fits
-    assert tiling((1 << 20) + 64, 16, True, l3_bytes=l3)["streaming_stores"]       # just over 16 MB
-    assert tiling(8 << 20, 12, True, l3_bytes=l3)["streaming_stores"]              # 96 MB: streams
-    assert not tiling(8 << 20, 12, False, l3_bytes=l3)["streaming_stores"]         # strided output
-    assert not tiling(0, 12, True, l3_bytes=0)["streaming_stores"]
-    for isa in ("scalar", "avx2", "avx512"):
-        assert tiling(1000, isa=isa)["isa"] == isa
 
 
 # ---- torch cross-check --------------------------------------------------------------------------

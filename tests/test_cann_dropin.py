@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import tilegrad
+from reference.silu import silu_backward_f64
 
 HERE = Path(__file__).resolve().parent
 VENDOR_STYLE = HERE / "cpp" / "vendor_style"
@@ -56,12 +57,7 @@ def home() -> Path:
     return Path(out.strip())
 
 
-# ---- references --------------------------------------------------------------------------------
-
-def silu_backward_f64(dy, x):
-    s = 1.0 / (1.0 + np.exp(-x))
-    return dy * s * (1.0 + x * (1.0 - s))
-
+# ---- bfloat16 rounding of printed results --------------------------------------------------------
 
 def bf16_round(x: float) -> float:
     """x (a float64) rounded to bfloat16, nearest-even, directly from the double (no float step):

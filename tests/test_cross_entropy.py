@@ -1,85 +1,22 @@
 """aclnnCrossEntropyLoss / aclnnCrossEntropyLossGrad through the Python API: the forward and its
-exact vector-Jacobian product against an independent float64 NumPy reference written from
-SEMANTICS section 3, finite differences, shapes, strides, masking rules, determinism over thread
-counts, errors, tiling invariants, and a torch cross-check where torch is installed."""
+exact vector-Jacobian product against the float64 NumPy reference (reference/cross_entropy.py,
+written from SEMANTICS section 3), finite differences, shapes, strides, masking rules, determinism
+over thread counts, errors, and a torch cross-check where torch is installed. The C ABI:
+test_cross_entropy_c_abi.py; the tilings: test_cross_entropy_tiling.py."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import tilegrad as tg
+from reference.cross_entropy import cross_entropy_loss as ref_forward
+from reference.cross_entropy import cross_entropy_loss_grad as ref_grad
 from tilegrad import _core
 
 F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
 DTYPES = [F32, F16, BF16]
 DTYPE_IDS = ["fp32", "fp16", "bf16"]
 REDUCTIONS = ["none", "mean", "sum"]
-
-
-# ---- float64 reference (SEMANTICS section 3) ------------------------------------------------
-
-def ref_log_softmax(x):
-    x = np.asarray(x, np.float64)
-    if x.shape[1] == 0:
-        return x.copy(), np.full(x.shape[0], -np.inf)
-    mx = x.max(axis=1)
-    lse = mx + np.log(np.exp(x - mx[:, None]).sum(axis=1))
-    return x - lse[:, None], lse
-
-
-def ref_forward(x, target, weight, reduction, ignore_index, ls, z):
-    """(loss, log_prob, zloss, lse) in float64."""
-    x = np.asarray(x, np.float64)
-    n, c = x.shape
-    lp, lse = ref_log_softmax(x)
-    m = np.asarray(target) != ignore_index
-    w = np.ones(c) if weight is None else np.asarray(weight, np.float64)
-    tt = np.where(m, target, 0).astype(np.int64)
-    rows = np.arange(n)
-    wt = w[tt] if c else np.zeros(n)
-    ce = np.zeros(n)
-    if c:
-        ce = (1 - ls) * (-wt * lp[rows, tt])
-        if ls > 0:
-            ce = ce + (ls / c) * (-(lp * w).sum(axis=1))
-    ce = np.where(m, ce, 0.0)
-    zt = np.where(m, z * lse**2, 0.0) if z != 0 else np.zeros(n)
-    if reduction == "none":
-        return ce + zt, lp, zt, lse
-    if reduction == "sum":
-        return np.float64(ce.sum() + zt.sum()), lp, np.float64(zt.sum()), lse
-    with np.errstate(invalid="ignore", divide="ignore"):
-        d = (wt * m).sum()
-        dz = m.sum()
-        loss = ce.sum() / d + (zt.sum() / dz if z != 0 else 0.0)
-        return np.float64(loss), lp, np.float64(zt.sum() / dz), lse
-
-
-def ref_grad(grad_loss, log_prob, target, weight, grad_zloss, lse, reduction, ignore_index, ls, z):
-    """The vector-Jacobian product of ref_forward w.r.t. x, from (rounded) log_prob, in float64."""
-    lp = np.asarray(log_prob, np.float64)
-    n, c = lp.shape
-    p = np.exp(lp)
-    m = (np.asarray(target) != ignore_index).astype(np.float64)
-    w = np.ones(c) if weight is None else np.asarray(weight, np.float64)
-    tt = np.where(m > 0, target, 0).astype(np.int64)
-    g = np.asarray(grad_loss, np.float64).reshape(-1)
-    g = g if reduction == "none" else np.full(n, g[0])
-    gz = np.zeros(n) if grad_zloss is None else np.asarray(grad_zloss, np.float64).reshape(-1)
-    gz = gz if reduction == "none" or grad_zloss is None else np.full(n, gz[0])
-    d = dz = 1.0
-    if reduction == "mean":
-        d = (w[tt] * m).sum()
-        dz = m.sum()
-    onehot = np.zeros((n, c))
-    onehot[np.arange(n), tt] = 1.0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dx = (g * (1 - ls) / d * w[tt])[:, None] * (p - onehot)
-        if ls > 0:
-            dx = dx + (g * (ls / c) / d)[:, None] * (p * w.sum() - w[None, :])
-        if z != 0 and lse is not None:
-            dx = dx + p * (2 * z * np.asarray(lse, np.float64) * (g + gz) / dz)[:, None]
-    return np.where(m[:, None] > 0, dx, 0.0)
 
 
 def f64(a):
@@ -458,57 +395,6 @@ def test_type_errors():
         tg.cross_entropy_loss([[1.0, 2.0]], np.zeros(1, np.int64))
     with pytest.raises(TypeError, match="log_prob must be a numpy.ndarray"):
         tg.cross_entropy_loss_grad(np.ones((), F32), [[1.0]], np.zeros(1, np.int64))
-
-
-# ---- tiling (pure functions) -----------------------------------------------------------------
-
-@pytest.mark.parametrize("rows,cols", [(1, 1), (1, 100000), (3, 50000), (8192, 32000), (100, 7), (0, 5), (5, 0),
-                                       (257, 1000)])
-def test_grad_tiling_invariants(rows, cols):
-    for threads in list(range(1, 17)) + [31, 64, 128, 256]:
-        t = _core._cross_entropy_loss_grad_tiling(rows, cols, 8, True, threads)
-        assert t["rows"] == rows and t["cols"] == cols
-        if rows * cols == 0:
-            assert t["num_tiles"] == 0
-            continue
-        assert 1 <= t["num_tiles"] <= threads
-        covered = np.zeros((rows, cols), np.int32) if rows * cols <= 1_000_000 else None
-        row_blocks = -(-rows // t["rows_per_tile"])
-        assert t["num_tiles"] == row_blocks * t["col_chunks"]
-        assert t["chunk_cols"] == cols or t["chunk_cols"] % 64 == 0
-        assert (t["col_chunks"] - 1) * t["chunk_cols"] < cols <= t["col_chunks"] * t["chunk_cols"]
-        if covered is not None:
-            for tile in range(t["num_tiles"]):
-                rb, cc = divmod(tile, t["col_chunks"])
-                covered[rb * t["rows_per_tile"]:(rb + 1) * t["rows_per_tile"],
-                        cc * t["chunk_cols"]:(cc + 1) * t["chunk_cols"]] += 1
-            assert (covered == 1).all()
-    big = _core._cross_entropy_loss_grad_tiling(8192, 32000, 8, True, 2)
-    assert big["streaming_stores"] and big["num_tiles"] == 2
-    assert not _core._cross_entropy_loss_grad_tiling(8192, 32000, 8, False, 2)["streaming_stores"]
-    assert not _core._cross_entropy_loss_grad_tiling(16, 100, 8, True, 2)["streaming_stores"]
-
-
-@pytest.mark.parametrize("rows,cols", [(1, 1), (1, 1000000), (3, 50000), (8192, 32000), (100, 7), (0, 5), (5, 0)])
-def test_forward_tiling_invariants(rows, cols):
-    for threads in list(range(1, 17)) + [31, 64, 128, 256]:
-        for l2 in (256 << 10, 1 << 20):
-            t = _core._cross_entropy_loss_tiling(rows, cols, 4, 4, True, threads, l2_bytes=l2)
-            if rows == 0:
-                assert t["num_tiles"] == 0
-                continue
-            assert 1 <= t["num_tiles"] <= min(threads, rows)
-            assert (t["num_tiles"] - 1) * t["rows_per_tile"] < rows <= t["num_tiles"] * t["rows_per_tile"]
-            if cols == 0:
-                assert t["num_chunks"] == 0
-                continue
-            # a chunk stays within half of L2; chunks cover the row exactly
-            assert t["chunk_cols"] * 4 <= l2 // 2 or t["chunk_cols"] == 64
-            assert t["chunk_cols"] == cols or t["chunk_cols"] % 64 == 0
-            assert (t["num_chunks"] - 1) * t["chunk_cols"] < cols <= t["num_chunks"] * t["chunk_cols"]
-    long_row = _core._cross_entropy_loss_tiling(4, 1000000, 4, 4, True, 2)
-    assert long_row["num_chunks"] > 1
-    assert _core._cross_entropy_loss_tiling(8192, 32000, 4, 4, True, 2)["num_chunks"] == 1
 
 
 def test_long_rows_chunked_match_reference():

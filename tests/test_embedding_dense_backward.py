@@ -1,68 +1,19 @@
-"""aclnnEmbeddingDenseBackward: accuracy against an independent float64 NumPy reference written from
-SEMANTICS section 4, determinism, strides, errors (Python and C ABI), tiling invariants, and a torch
-cross-check."""
+"""tilegrad.embedding_dense_backward through Python: accuracy against the float64 NumPy reference
+(reference/embedding.py, written from SEMANTICS section 4), determinism, strides, errors, and a torch
+cross-check. The C ABI: test_embedding_dense_backward_c_abi.py; the tiling: ..._tiling.py."""
 
-import ctypes
 import re
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import tilegrad as tg
-from tilegrad import _core
-from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
-                        get_workspace_size, last_error, launch, lib, run_op)
+from reference.embedding import BF16
+from reference.embedding import assert_embedding_close as check
 
 OP = "aclnnEmbeddingDenseBackward"
-BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOATS = [np.dtype(np.float32), np.dtype(np.float16), BF16]
 INDEX_DTYPES = [np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_, np.float32, np.float16, np.float64]
-# Unit roundoff of each output dtype.
-UNIT = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float16): 2.0**-11, BF16: 2.0**-8}
-
-
-# ---------------------------------------------------------------------------------------------
-# Reference (float64, from SEMANTICS section 4)
-# ---------------------------------------------------------------------------------------------
-
-def as_rows(indices):
-    """Row numbers of the indices: floats truncate toward zero, bool is 0/1."""
-    a = np.asarray(indices)
-    if a.dtype.kind == "f":
-        return np.trunc(a.astype(np.float64)).astype(np.int64).reshape(-1)
-    return a.astype(np.int64).reshape(-1)
-
-
-def reference(grad, indices, num_weights, padding_idx=-1, scale=False):
-    """float64 result and a per-element bound on |fp32 sum - exact| (before rounding to out)."""
-    rows = as_rows(indices)
-    d = grad.shape[-1]
-    g = np.asarray(grad).astype(np.float64).reshape(rows.size, d)
-    out = np.zeros((num_weights, d))
-    mag = np.zeros((num_weights, d))
-    np.add.at(out, rows, g)
-    np.add.at(mag, rows, np.abs(g))
-    counts = np.bincount(rows, minlength=num_weights).astype(np.float64)
-    hit = counts > 0
-    # Summing n terms in fp32 (starting from 0) errs by at most n * u * sum|g|.
-    bound = mag * counts[:, None] * 2.0**-24 * 1.01
-    if scale:
-        out[hit] /= counts[hit, None]
-        bound[hit] = bound[hit] / counts[hit, None] + np.abs(out[hit]) * 2.0**-24
-    if 0 <= padding_idx < num_weights:
-        out[padding_idx] = 0
-        bound[padding_idx] = 0
-    return out, bound
-
-
-def check(result, grad, indices, num_weights, padding_idx=-1, scale=False):
-    exact, bound = reference(grad, indices, num_weights, padding_idx, scale)
-    got = np.asarray(result).astype(np.float64)
-    tol = bound * (1 + UNIT[result.dtype]) + np.abs(exact) * UNIT[result.dtype] * 1.0001 + 1e-40
-    err = np.abs(got - exact)
-    assert got.shape == exact.shape
-    assert np.all(err <= tol), f"max err {err.max()} (tol there {tol.flat[np.argmax(err - tol)]})"
 
 
 def rand_grad(rng, shape, dtype):
@@ -391,138 +342,6 @@ def test_validation_errors_python():
         tg.embedding_dense_backward([[1.0]], np.arange(1), 2)
     with pytest.raises(TypeError):
         tg.embedding_dense_backward(g, [0, 1, 2, 3], 5)
-
-
-# ---------------------------------------------------------------------------------------------
-# C ABI
-# ---------------------------------------------------------------------------------------------
-
-def c_args(t, grad, idx, out, num_weights, padding=2**64 - 1, scale=False):
-    return [t.new(grad), t.new(idx), ctypes.c_uint64(num_weights), ctypes.c_uint64(padding % 2**64),
-            ctypes.c_bool(scale), t.new(out)]
-
-
-def test_c_abi_matches_python():
-    rng = np.random.default_rng(10)
-    v, d = 17, 20
-    idx = rng.integers(0, v, size=(5, 8)).astype(np.int32)
-    grad = rand_grad(rng, (5, 8, d), BF16)
-    for padding in (3, -1, 2**63, 17):
-        for scale in (False, True):
-            out = np.full((v, d), np.nan, np.float32)
-            with AclTensors() as t:
-                status, ws, ex = get_workspace_size(OP, c_args(t, grad, idx, out, v, padding, scale))
-                assert status == ACLNN_SUCCESS and ws > 0
-                assert launch(OP, ex, ws) == ACLNN_SUCCESS
-            expect = tg.embedding_dense_backward(grad, idx, v, padding if padding < 2**63 else -1, scale,
-                                                 out=np.empty((v, d), np.float32))
-            np.testing.assert_array_equal(out, expect)
-            check(out, grad, idx, v, padding if 0 <= padding < v else -1, scale)
-
-
-def test_c_abi_errors():
-    g = np.ones((4, 3), np.float32)
-    i = np.arange(4)
-    o = np.zeros((5, 3), np.float32)
-    with AclTensors() as t:
-        # Null tensors and out-pointers: 161001.
-        for pos, name in ((0, "grad"), (1, "indices"), (5, "out")):
-            args = c_args(t, g, i, o, 5)
-            args[pos] = None
-            status, msg = run_op(OP, args)
-            assert status == ACLNN_ERR_PARAM_NULLPTR and name in msg
-        fn = lib.aclnnEmbeddingDenseBackwardGetWorkspaceSize
-        fn.restype = ctypes.c_int32
-        ex = ctypes.c_void_p()
-        ws = ctypes.c_uint64()
-        a = c_args(t, g, i, o, 5)
-        assert fn(ctypes.c_void_p(a[0]), ctypes.c_void_p(a[1]), a[2], a[3], a[4], ctypes.c_void_p(a[5]), None,
-                  ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
-        assert fn(ctypes.c_void_p(a[0]), ctypes.c_void_p(a[1]), a[2], a[3], a[4], ctypes.c_void_p(a[5]),
-                  ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
-        # 161002 at phase 1, same messages as Python.
-        bad = [
-            (c_args(t, g.astype(np.float64), i, o, 5), "grad dtype must be one of"),
-            (c_args(t, g, i.astype(np.uint32), o, 5), "indices dtype must be one of"),
-            (c_args(t, g, i, o.astype(np.int64), 5), "out dtype must be one of"),
-            (c_args(t, np.ones([1] * 8 + [4], np.float32), np.arange(1), np.zeros((5, 4), np.float32), 5),
-             "grad rank must be in [2, 8], got 9"),
-            (c_args(t, g, i[:3], o, 5), "leading dims whose product equals numel(indices) = 3"),
-            (c_args(t, g, i, o, 6), "out shape [5,3] != [numWeights, grad last dim] = [6,3]"),
-            (c_args(t, g, i, o, 2**64 - 1), "out shape [5,3] != [numWeights, grad last dim] = [18446744073709551615,3]"),
-            ([t.new(g), t.new(i, fmt=3), ctypes.c_uint64(5), ctypes.c_uint64(0), ctypes.c_bool(False), t.new(o)],
-             "indices"),
-        ]
-        for args, msg in bad:
-            status, text = run_op(OP, args)
-            assert status == ACLNN_ERR_PARAM_INVALID and msg in text and text.startswith(OP), text
-        # An index out of range: 161002 at launch, with position and value.
-        status, msg = run_op(OP, c_args(t, g, np.array([0, 1, 9, 2]), o, 5))
-        assert status == ACLNN_ERR_PARAM_INVALID
-        assert msg == f"{OP}: indices[2] must be in [0, numWeights) = [0, 5), got 9"
-        status, msg = run_op(OP, c_args(t, g, np.array([0, 1, -4, 2]), o, 5, 0))
-        assert status == ACLNN_ERR_PARAM_INVALID and msg.endswith("got -4")
-        # Second launch of one executor; workspace too small; null workspace with a size.
-        status, ws, ex = get_workspace_size(OP, c_args(t, g, i, o, 5))
-        assert status == ACLNN_SUCCESS and ws > 0
-        assert launch(OP, ex, ws) == ACLNN_SUCCESS
-        assert launch(OP, ex, ws) == ACLNN_ERR_PARAM_INVALID and "not live" in last_error()
-        status, ws, ex = get_workspace_size(OP, c_args(t, g, i, o, 5))
-        assert launch(OP, ex, ws - 1) == ACLNN_ERR_PARAM_INVALID and "smaller than" in last_error()
-        assert lib.aclDestroyAclOpExecutor(ctypes.c_void_p(ex)) == 0
-        status, ws, ex = get_workspace_size(OP, c_args(t, g, i, o, 5))
-        fn = getattr(lib, OP)
-        fn.restype = ctypes.c_int32
-        assert fn(None, ctypes.c_uint64(ws), ctypes.c_void_p(ex), None) == ACLNN_ERR_PARAM_INVALID
-        assert lib.aclDestroyAclOpExecutor(ctypes.c_void_p(ex)) == 0
-        # Empty: workspace 0, out zeroed.
-        o2 = np.full((5, 3), 3.0, np.float32)
-        status, ws, ex = get_workspace_size(OP, c_args(t, np.zeros((0, 3), np.float32), np.zeros(0, np.int64), o2, 5))
-        assert status == ACLNN_SUCCESS and ws == 0
-        assert launch(OP, ex, 0) == ACLNN_SUCCESS and np.all(o2 == 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Tiling (pure function)
-# ---------------------------------------------------------------------------------------------
-
-SHAPES = [(1, 1, 1), (5, 10, 3), (8192, 32000, 4096), (65536, 32000, 64), (100000, 10, 8), (3, 1000000, 16),
-          (0, 10, 4), (10, 0, 4), (10, 5, 0), (70000, 70000, 2)]
-
-
-@pytest.mark.parametrize("threads_", [1, 2, 3, 4, 7, 16, 64, 256])
-def test_tiling_invariants(threads_):
-    for (n, v, d) in SHAPES:
-        for ges, oes, packed in ((4, 4, True), (2, 4, False), (2, 2, True)):
-            t = _core._embedding_dense_backward_tiling(n, v, d, ges, oes, packed, threads_)
-            assert t == _core._embedding_dense_backward_tiling(n, v, d, ges, oes, packed, threads_)  # pure
-            assert t["isa"] == "avx512"
-            assert t["grad_row_cost"] == d * ges and t["out_row_cost"] == d * oes
-            assert not t["streaming_stores"] or packed
-            if n == 0 or v * d == 0:
-                assert t["empty"] and t["workspace_bytes"] == 0
-                assert 0 <= t["accum_tiles"] <= threads_ and (t["accum_tiles"] > 0) == (v * d > 0)
-                continue
-            assert not t["empty"]
-            s, c = t["sort_tiles"], t["sort_chunk"]
-            assert 1 <= s <= threads_ and s * c >= n and (s - 1) * c < n
-            assert 1 <= t["accum_tiles"] <= min(threads_, v)
-            assert t["column_quantum"] * oes % 64 == 0
-            assert t["sparse"] == (v // 16 > n)  # rows far outnumber indices: sort pairs, O(n) workspace
-            if t["sparse"]:
-                assert t["prefix_tiles"] == 0
-                regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8), (t["pairs_offset"], n * 16),
-                                  (t["scratch_offset"], (s + t["accum_tiles"] + 1) * 8)])
-            else:
-                p, pc = t["prefix_tiles"], t["prefix_chunk"]
-                assert 1 <= p <= threads_ and p * pc >= v and (p - 1) * pc < v
-                regions = sorted([(t["keys_offset"], n * 8), (t["src_offset"], n * 8),
-                                  (t["starts_offset"], (v + 1) * 8), (t["hist_offset"], s * v * 8),
-                                  (t["scratch_offset"], (max(s, p) + p + t["accum_tiles"] + 1) * 8)])
-            for (o1, n1), (o2, _) in zip(regions, regions[1:]):
-                assert o1 % 64 == 0 and o1 + n1 <= o2
-            assert regions[-1][0] + regions[-1][1] <= t["workspace_bytes"]
-    assert _core._embedding_dense_backward_tiling(10, 5, 3, 4, 4, True, 2, isa="scalar")["isa"] == "scalar"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,85 +1,31 @@
-"""Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5): aclnnFusedLinearOnlineMaxSum,
-aclnnFusedCrossEntropyLossWithMaxSum, aclnnFusedLinearCrossEntropyLossGrad and the single-process
-tg.fused_linear_cross_entropy, against a float64 NumPy reference written from the spec."""
-
-import ctypes
+"""Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5) through Python:
+tg.fused_linear_online_max_sum, tg.fused_cross_entropy_loss_with_max_sum,
+tg.fused_linear_cross_entropy_loss_grad and the single-process tg.fused_linear_cross_entropy with its
+options (linear bias, class weights, label smoothing, z-loss, softcap, grad_output; issue 12) and plans,
+against the float64 NumPy references (reference/fused_linear_cross_entropy.py, written from the spec);
+hostile input (issue 14: zero-width work in closed form, exact argument types). The C ABI:
+test_fused_linear_cross_entropy_c_abi.py; tilings and plans: test_fused_linear_cross_entropy_tiling.py."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import tilegrad as tg
+from acl_ctypes import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, pack_lsb_first, zero_width_loss
+from reference.fused_linear_cross_entropy import loss_grad as ref_grad
+from reference.fused_linear_cross_entropy import online_max_sum as ref_forward
 from tilegrad import _core
-from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
-                        get_workspace_size, last_error, launch, run_op)
+from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-DTYPES = [np.dtype(np.float32), np.dtype(np.float16), BF16]
+F32 = np.dtype(np.float32)
+DTYPES = [F32, np.dtype(np.float16), BF16]
 # max |error| / max |exact| allowed for the gradients (G is rounded once to the input dtype).
-GRAD_TOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 4e-3, BF16: 3e-2}
-OMS, LWMS, GRAD = "aclnnFusedLinearOnlineMaxSum", "aclnnFusedCrossEntropyLossWithMaxSum", \
-    "aclnnFusedLinearCrossEntropyLossGrad"
-
-
-# ---------------------------------------------------------------- float64 reference (from SEMANTICS)
-
-def f64(a):
-    return np.asarray(a).astype(np.float64)
-
-
-def ref_forward(x, w, target, start, end):
-    logits = f64(x) @ f64(w).T
-    bt, v = logits.shape
-    mx = logits.max(axis=1) if v else np.full(bt, -np.inf)
-    sum_exp = np.exp(logits - mx[:, None]).sum(axis=1) if v else np.zeros(bt)
-    t = np.asarray(target).astype(np.int64)
-    mask = (t < start) | (t >= end)
-    masked = np.where(mask, 0, t - start)
-    pred = np.zeros(bt)
-    rows = np.nonzero(~mask)[0]
-    pred[rows] = logits[rows, masked[rows]] - mx[rows]
-    return mx, sum_exp, pred, mask, masked, logits
-
-
-def pack_lsb_first(bits):
-    bits = np.asarray(bits, dtype=bool)
-    out = np.zeros((len(bits) + 7) // 8, np.uint8)
-    for i, b in enumerate(bits):
-        if b:
-            out[i // 8] |= 1 << (i % 8)
-    return out
-
-
-def round_to(a, dtype):
-    return np.asarray(a, np.float64).astype(np.float32).astype(dtype).astype(np.float64)
-
-
-def ref_grad(grad, x, w, mask_bits, masked, gmax, gsum, softmax, dtype):
-    """G = softmax or exp(L - max)/sum; G[i, t_i] -= 1 where the bit is 0; G *= grad; rounded to dtype."""
-    if softmax is None:
-        g = np.exp(f64(x) @ f64(w).T - f64(gmax)[:, None]) / f64(gsum)[:, None]
-    else:
-        g = f64(softmax).copy()
-    rows = np.nonzero(~np.asarray(mask_bits, bool))[0]
-    g[rows, np.asarray(masked)[rows]] -= 1.0
-    g *= f64(grad)[:, None]
-    g = round_to(g, dtype)
-    return g @ f64(w), g.T @ f64(x)
-
-
-def full_ce_reference(x, w, target, grad):
-    """Loss per row and the gradients of sum_i grad_i * CE_i (autograd of cross_entropy(x @ w.T))."""
-    logits = f64(x) @ f64(w).T
-    m = logits.max(axis=1, keepdims=True)
-    p = np.exp(logits - m)
-    s = p.sum(axis=1, keepdims=True)
-    p /= s
-    bt = len(target)
-    loss = (np.log(s[:, 0]) + m[:, 0]) - logits[np.arange(bt), target]
-    d = p.copy()
-    d[np.arange(bt), target] -= 1.0
-    d *= f64(grad)[:, None]
-    return loss, d @ f64(w), d.T @ f64(x)
+GRAD_TOL = {F32: 2e-5, np.dtype(np.float16): 4e-3, BF16: 3e-2}
+# memory budgets forcing each plan for (BT, H, V) = (300, 16, 123): chunks of >= 128 rows need 123 * 4
+# bytes per row (fp32 logits) + 123 * 2 (16-bit G) + the 123 x 16 fp32 accumulator (16-bit)
+PLAN_BUDGETS = {"whole": 1 << 30, "chunked": 140000, "vocab_outer": 1}
 
 
 def rel_err(a, b):
@@ -89,11 +35,13 @@ def rel_err(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
 
 
-def make_inputs(bt, h, v, dtype, seed=0, tdtype=np.int64):
+def make_inputs(bt, h, v, dtype, seed=0, tdtype=np.int64, ignore=()):
+    """(x, w, target) with the rows in ``ignore`` (those < bt) set to ignore_index -100."""
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((bt, h)) * 0.7).astype(np.float32).astype(dtype)
     w = (rng.standard_normal((v, h)) * 0.5).astype(np.float32).astype(dtype)
     t = rng.integers(0, max(v, 1), bt).astype(tdtype)
+    t[[i for i in ignore if i < bt]] = -100
     return x, w, t
 
 
@@ -145,7 +93,7 @@ def test_sharded_matches_full_cross_entropy(shape, shards, mode, dtype):
     grad = rng.uniform(0.5, 1.5, bt).astype(np.float32)
     grad[::5] = 0.0  # ignored rows (ignore_index handled by the caller with a zero upstream gradient)
     loss, gi, gw = run_sharded(x, w, t, grad, shards, mode)
-    ref_loss, ref_gi, ref_gw = full_ce_reference(x, w, t, grad)
+    ref_loss, _, ref_gi, ref_gw, _ = linear_cross_entropy(x, w, t, "none", grad_output=grad)
     np.testing.assert_allclose(loss, ref_loss, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(ref_loss).max()))
     tol = GRAD_TOL[dtype] * (1 + shards * (dtype != np.float32))
     assert rel_err(gi, ref_gi) < tol
@@ -158,7 +106,7 @@ def test_all_isas_agree_with_reference(isa, dtype):
     grad = np.linspace(0.1, 1.0, 37).astype(np.float32)
     for mode in ("mem", "hp"):
         loss, gi, gw = run_sharded(x, w, t, grad, 2, mode)
-        ref_loss, ref_gi, ref_gw = full_ce_reference(x, w, t, grad)
+        ref_loss, _, ref_gi, ref_gw, _ = linear_cross_entropy(x, w, t, "none", grad_output=grad)
         np.testing.assert_allclose(loss, ref_loss, rtol=3e-5, atol=3e-5)
         assert rel_err(gi, ref_gi) < 2 * GRAD_TOL[dtype]
         assert rel_err(gw, ref_gw) < 2 * GRAD_TOL[dtype]
@@ -374,11 +322,6 @@ def test_empty_shapes():
 
 # ---------------------------------------------------------------- single-process fused op
 
-# memory budgets forcing each plan for (BT, H, V) = (300, 16, 123): chunks of >= 128 rows need 123 * 4
-# bytes per row (fp32 logits) + 123 * 2 (16-bit G) + the 123 x 16 fp32 accumulator (16-bit)
-PLAN_BUDGETS = {"whole": 1 << 30, "chunked": 140000, "vocab_outer": 1}
-
-
 @pytest.mark.parametrize("path", ["whole", "chunked", "vocab_outer"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
@@ -386,7 +329,7 @@ def test_fused_linear_cross_entropy(dtype, reduction, path, monkeypatch):
     # "whole"/"chunked": three GEMMs per row chunk; "vocab_outer": forward blocks + memory-saving gradient
     monkeypatch.setenv("TILEGRAD_FLCE_BUDGET", str(PLAN_BUDGETS[path]))
     bt, h, v = 300, 16, 123
-    plan = tg._fused_linear_cross_entropy.fused_linear_cross_entropy_plan(bt, h, v, dtype)
+    plan = fused_linear_cross_entropy_plan(bt, h, v, dtype)
     assert plan["plan"] == path and (plan["num_chunks"] > 1) == (path == "chunked")
     x, w, t = make_inputs(bt, h, v, dtype, seed=13)
     t[[0, 7, 8]] = -100
@@ -395,7 +338,7 @@ def test_fused_linear_cross_entropy(dtype, reduction, path, monkeypatch):
     scale = {"mean": 1.0 / n, "sum": 1.0, "none": 1.0}[reduction]
     grad = np.where(valid, scale, 0.0)
     tt = np.where(valid, t, 0)
-    ref_loss, ref_gi, ref_gw = full_ce_reference(x, w, tt, grad)
+    ref_loss, _, ref_gi, ref_gw, _ = linear_cross_entropy(x, w, tt, "none", grad_output=grad)
     ref_loss = np.where(valid, ref_loss, 0.0)
     loss, gi, gw = tg.fused_linear_cross_entropy(x, w, t, reduction=reduction)
     assert loss.dtype == np.float32 and gi.dtype == gw.dtype == dtype
@@ -463,76 +406,6 @@ def test_grad_op_matches_torch_autograd():
     assert rel_err(gw, wt.grad.numpy()) < 2e-5
 
 
-# ---------------------------------------------------------------- tiling
-
-@pytest.mark.parametrize("threads", [1, 2, 3, 8, 64, 256])
-@pytest.mark.parametrize("bt, h, v", [(1024, 2048, 32000), (1, 1, 1), (65536, 4096, 32000), (300, 64, 128256),
-                                      (7, 3, 100000), (100000, 16, 50)])
-@pytest.mark.parametrize("dsize, recompute", [(2, True), (4, True), (2, False), (4, False)])
-def test_grad_tiling_invariants(bt, h, v, dsize, recompute, threads):
-    t = _core._flce_grad_tiling(bt, h, v, dsize, recompute, threads=threads)
-    assert t == _core._flce_grad_tiling(bt, h, v, dsize, recompute, threads=1)  # only the thread count differs
-    bc, vc = t["bt_chunk"], t["v_chunk"]
-    assert 1 <= bc <= bt and 1 <= vc <= v
-    assert bc >= min(bt, 256) and vc >= min(v, 256)
-    assert t["num_bt_chunks"] == -(-bt // bc) and t["num_v_chunks"] == -(-v // vc)
-    assert t["grad_input_direct"] == (t["num_v_chunks"] == 1)
-    assert t["grad_weight_direct"] == (t["num_bt_chunks"] == 1)
-    if not t["grad_input_direct"]:
-        assert t["acc_input_rows"] == (bt if t["v_outer"] else bc)
-    if not t["grad_weight_direct"]:
-        assert t["acc_weight_rows"] == (vc if t["v_outer"] else v)
-    # the workspace is exactly the parts, each 64-byte aligned; no (BT x V) buffer
-    a64 = lambda n: -(-n // 64) * 64
-    block = bc * vc
-    logits = block * 4 if recompute else 0
-    g = 0 if (recompute and dsize == 4) else block * dsize
-    assert t["logits_bytes"] == logits and t["g_bytes"] == (logits if g == 0 else g)
-    assert t["acc_input_bytes"] == t["acc_input_rows"] * h * 4
-    assert t["acc_weight_bytes"] == t["acc_weight_rows"] * h * 4
-    assert t["workspace_bytes"] == a64(logits) + a64(g) + a64(t["acc_input_bytes"]) + a64(t["acc_weight_bytes"])
-    if t["num_bt_chunks"] * t["num_v_chunks"] > 1:
-        assert block < bt * v
-    # the loop order gives the smaller workspace
-    other = _core._flce_grad_tiling(bt, h, v, dsize, recompute, force_order=2 if t["v_outer"] else 1)
-    assert t["workspace_bytes"] <= other["workspace_bytes"]
-
-
-def test_grad_tiling_loop_order_choice():
-    # many tokens, small vocabulary: keep grad_input whole per BT chunk and accumulate grad_weight (V x H)
-    t = _core._flce_grad_tiling(100000, 1024, 4000, 2, True)
-    assert not t["v_outer"] and t["acc_weight_rows"] == 4000 and t["acc_input_rows"] == 0
-    # few tokens, large vocabulary: V-outer, grad_input accumulated (BT x H fp32)
-    t = _core._flce_grad_tiling(1024, 2048, 32000, 2, True, budget=16 << 20)
-    assert t["v_outer"] and t["acc_input_rows"] == 1024 and t["grad_weight_direct"]
-    assert t["workspace_bytes"] < 64 << 20  # vs 1024 * 32000 * 6 bytes of whole logits + G
-    # small problems: one block, both gradients written by their GEMMs, no accumulator
-    t = _core._flce_grad_tiling(64, 40, 1000, 2, True)
-    assert t["grad_input_direct"] and t["grad_weight_direct"]
-    assert t["workspace_bytes"] == -(-64 * 1000 * 4 // 64) * 64 + -(-64 * 1000 * 2 // 64) * 64
-    # a view oneDNN cannot take is copied: its bytes join the workspace
-    u = _core._flce_grad_tiling(64, 40, 1000, 2, True, input_gemmable=False, weight_gemmable=False)
-    assert u["input_copy_bytes"] == 64 * 40 * 2 and u["weight_copy_bytes"] == 1000 * 40 * 2
-    assert u["workspace_bytes"] == t["workspace_bytes"] + -(-64 * 40 * 2 // 64) * 64 + 1000 * 40 * 2
-    # an output oneDNN cannot write goes through an accumulator
-    u = _core._flce_grad_tiling(64, 40, 1000, 2, True, grad_input_gemmable=False)
-    assert not u["grad_input_direct"] and u["acc_input_rows"] == 64
-    # empty problems need no workspace
-    assert _core._flce_grad_tiling(0, 40, 1000, 2, True)["workspace_bytes"] == 0
-    assert _core._flce_grad_tiling(5, 40, 0, 2, True)["workspace_bytes"] == 0
-
-
-@pytest.mark.parametrize("bt, h, v", [(1024, 2048, 32000), (3, 2, 1), (100, 8, 1000000), (5000, 16, 300)])
-@pytest.mark.parametrize("budget", [1, 1 << 20, 32 << 20])
-def test_forward_tiling(bt, h, v, budget):
-    t = _core._flce_forward_tiling(bt, h, v, 2, budget=budget)
-    assert t["bt_chunk"] >= min(bt, 256) and t["v_chunk"] >= min(v, 256)
-    assert t["logits_bytes"] == t["bt_chunk"] * t["v_chunk"] * 4
-    assert t["workspace_bytes"] == -(-t["logits_bytes"] // 64) * 64
-    if t["logits_bytes"] > budget:  # only the minimum chunk sizes may exceed the budget
-        assert t["bt_chunk"] == min(bt, 256) or t["v_chunk"] <= max(256, min(v, 512))
-
-
 # ---------------------------------------------------------------- errors: Python
 
 def test_python_errors():
@@ -578,143 +451,239 @@ def test_python_errors():
         tg.fused_linear_cross_entropy(x[0], w, t)
 
 
-# ---------------------------------------------------------------- errors and behaviour: C ABI
+# ---------------------------------------------------------------- single-process options (issue 12)
+# linear bias, class weights, label smoothing, z-loss, softcap, grad_output, the three plans, and
+# bit-identical results for 1, 2 and 3 threads, against reference.fused_linear_cross_entropy's composite
 
-def _grad_args(t, g, x, w, mask, mt, mx, s, sm, gi, gw, ls=0.0):
-    return [t.new(g), t.new(x), t.new(w), t.new(mask), t.new(mt), ctypes.c_float(ls), t.new(mx), t.new(s),
-            t.new(sm), t.new(gi), t.new(gw)]
+# max |error| / max |exact| of the gradients (G is rounded once to the input dtype)
+OPTIONS_GRAD_TOL = {F32: 3e-5, np.dtype(np.float16): 4e-3, BF16: 3e-2}
+BT, H, V = 300, 16, 123
+OPTIONS_IGNORED = (0, 7, 8)  # rows with target ignore_index
 
 
-def test_c_abi_round_trip_and_strided_outputs():
-    bt, h, v = 12, 6, 40
-    x, w, t = make_inputs(bt, h, v, BF16, seed=21)
-    mx, s, p = (np.empty(bt, np.float32) for _ in range(3))
-    mask, mt = np.empty(2, np.uint8), np.empty(bt, np.int64)
-    logits = np.empty((bt, v), BF16)
-    with AclTensors() as tt:
-        st, msg = run_op(OMS, [tt.new(x), tt.new(w), tt.new(t), ctypes.c_int64(0), ctypes.c_int64(v), tt.new(mx),
-                               tt.new(s), tt.new(p), tt.new(mask), tt.new(mt), tt.new(logits)])
-    assert st == ACLNN_SUCCESS, msg
-    ref = tg.fused_linear_online_max_sum(x, w, t, 0, v, return_logits=True)
-    for a, b in zip((mx, s, p, mask, mt, logits), ref):
+def check_against_reference(dtype, reduction, kwargs, got, rtol_loss=2e-5):
+    x, w, t = kwargs.pop("_inputs")
+    ref = linear_cross_entropy(x, w, t, reduction=reduction, **kwargs)
+    loss, gi, gw = got[:3]
+    np.testing.assert_allclose(loss, ref[0], rtol=rtol_loss, atol=2e-5)
+    assert rel_err(gi, ref[2]) < OPTIONS_GRAD_TOL[dtype]
+    assert rel_err(gw, ref[3]) < OPTIONS_GRAD_TOL[dtype]
+    k = 3
+    if kwargs.get("bias") is not None:
+        assert got[k].dtype == dtype and rel_err(got[k], ref[4]) < OPTIONS_GRAD_TOL[dtype]
+        k += 1
+    if kwargs.get("lse_square_scale", 0.0):
+        np.testing.assert_allclose(got[k], ref[1], rtol=rtol_loss, atol=2e-5)
+        k += 1
+    assert len(got) == k
+
+
+FEATURES = {
+    "bias": lambda rng, dt: dict(bias=(rng.standard_normal(V) * 0.5).astype(np.float32).astype(dt)),
+    "class_weight": lambda rng, dt: dict(class_weight=rng.uniform(0.2, 2.0, V).astype(np.float32)),
+    "smoothing": lambda rng, dt: dict(label_smoothing=0.1),
+    "smoothing_weighted": lambda rng, dt: dict(label_smoothing=0.2, class_weight=rng.uniform(0.2, 2.0, V).astype(np.float32)),
+    "zloss": lambda rng, dt: dict(lse_square_scale=1e-2),
+    "softcap": lambda rng, dt: dict(softcap=3.0),
+    "all": lambda rng, dt: dict(bias=(rng.standard_normal(V) * 0.5).astype(np.float32).astype(dt),
+                                class_weight=rng.uniform(0.2, 2.0, V).astype(np.float32), label_smoothing=0.1,
+                                lse_square_scale=1e-3, softcap=5.0),
+}
+
+
+@pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("feature", list(FEATURES))
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+def test_features_match_reference(dtype, feature, reduction, plan):
+    rng = np.random.default_rng(list(FEATURES).index(feature))  # not hash(): randomised per process
+    x, w, t = make_inputs(BT, H, V, dtype, seed=3, ignore=OPTIONS_IGNORED)
+    kwargs = FEATURES[feature](rng, dtype)
+    assert fused_linear_cross_entropy_plan(BT, H, V, dtype, memory_budget=PLAN_BUDGETS[plan])["plan"] == plan
+    got = tg.fused_linear_cross_entropy(x, w, t, reduction=reduction, memory_budget=PLAN_BUDGETS[plan], **kwargs)
+    check_against_reference(dtype, reduction, dict(kwargs, _inputs=(x, w, t)), got)
+
+
+@pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_grad_output(reduction, plan):
+    x, w, t = make_inputs(BT, H, V, F32, seed=4, ignore=OPTIONS_IGNORED)
+    rng = np.random.default_rng(9)
+    go = rng.uniform(-2.0, 2.0, BT).astype(np.float32) if reduction == "none" else np.float32(-1.75)
+    kw = dict(label_smoothing=0.05, lse_square_scale=1e-3)
+    got = tg.fused_linear_cross_entropy(x, w, t, reduction=reduction, grad_output=go,
+                                        memory_budget=PLAN_BUDGETS[plan], **kw)
+    check_against_reference(F32, reduction, dict(kw, grad_output=go, _inputs=(x, w, t)), got)
+
+
+def test_grad_output_scalar_for_none_and_errors():
+    x, w, t = make_inputs(20, 8, 30, F32, seed=5)
+    one = tg.fused_linear_cross_entropy(x, w, t, reduction="none")
+    half = tg.fused_linear_cross_entropy(x, w, t, reduction="none", grad_output=0.5)
+    np.testing.assert_array_equal(one[0], half[0])
+    np.testing.assert_allclose(half[1], one[1] * 0.5, rtol=1e-6)
+    with pytest.raises(ValueError, match="grad_output"):
+        tg.fused_linear_cross_entropy(x, w, t, reduction="mean", grad_output=np.ones(20, np.float32))
+    with pytest.raises(ValueError, match="grad_output"):
+        tg.fused_linear_cross_entropy(x, w, t, reduction="none", grad_output=np.ones(19, np.float32))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        tg.fused_linear_cross_entropy(x, w, t, label_smoothing=1.5)
+    with pytest.raises(ValueError, match="lse_square_scale"):
+        tg.fused_linear_cross_entropy(x, w, t, lse_square_scale=-1.0)
+    with pytest.raises(ValueError, match="softcap"):
+        tg.fused_linear_cross_entropy(x, w, t, softcap=-2.0)
+    with pytest.raises(ValueError, match="bias"):
+        tg.fused_linear_cross_entropy(x, w, t, bias=np.zeros(29, np.float32))
+    with pytest.raises(ValueError, match="bias"):
+        tg.fused_linear_cross_entropy(x, w, t, bias=np.zeros(30, np.float64))
+    with pytest.raises(ValueError, match="class_weight"):
+        tg.fused_linear_cross_entropy(x, w, t, class_weight=np.ones(31, np.float32))
+    with pytest.raises(ValueError, match="memory_budget"):
+        tg.fused_linear_cross_entropy(x, w, t, memory_budget=0)
+    for bad in (-1.0, float("nan"), float("inf"), "bogus"):
+        with pytest.raises(ValueError, match="filter_eps"):
+            tg.fused_linear_cross_entropy(x, w, t, filter_eps=bad)
+    for bad in (True, [0.1]):
+        with pytest.raises(TypeError, match="filter_eps"):
+            tg.fused_linear_cross_entropy(x, w, t, filter_eps=bad)
+
+
+@pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
+def test_mean_with_every_row_ignored_gives_zero_gradients(plan):
+    x, w, t = make_inputs(BT, H, V, BF16, seed=6, ignore=OPTIONS_IGNORED)
+    t[:] = -100
+    b = np.ones(V, BF16)
+    loss, gi, gw, gb, zl = tg.fused_linear_cross_entropy(x, w, t, bias=b, lse_square_scale=0.1, label_smoothing=0.1,
+                                                         memory_budget=PLAN_BUDGETS[plan])
+    assert np.isnan(loss) and np.isnan(zl)  # 0 / 0, as PyTorch
+    for g in (gi, gw, gb):
+        np.testing.assert_array_equal(f64(g), 0.0)
+
+
+def test_empty_hidden_size_still_gives_the_bias_gradient():
+    # H = 0: the logits are the bias alone; grad_input / grad_weight are empty, grad_bias is not zero
+    x, w = np.zeros((5, 0), np.float32), np.zeros((7, 0), np.float32)
+    t = np.array([0, 3, -100, 6, 3])
+    b = np.linspace(-1.0, 2.0, 7).astype(np.float32)
+    kw = dict(bias=b, label_smoothing=0.1, softcap=2.0, lse_square_scale=0.01)
+    got = tg.fused_linear_cross_entropy(x, w, t, **kw)
+    ref = linear_cross_entropy(x, w, t, **kw)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5)
+    np.testing.assert_allclose(got[3], ref[4], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got[4], ref[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+def test_plans_agree(dtype):
+    x, w, t = make_inputs(BT, H, V, dtype, seed=7, ignore=OPTIONS_IGNORED)
+    rng = np.random.default_rng(2)
+    kw = FEATURES["all"](rng, dtype)
+    outs = {p: tg.fused_linear_cross_entropy(x, w, t, memory_budget=b, **kw) for p, b in PLAN_BUDGETS.items()}
+    for p in ("chunked", "vocab_outer"):
+        np.testing.assert_allclose(outs[p][0], outs["whole"][0], rtol=1e-5)
+        np.testing.assert_allclose(outs[p][4], outs["whole"][4], rtol=1e-5)
+        for a, b in zip(outs[p][1:4], outs["whole"][1:4]):
+            assert rel_err(a, b) < (1e-5 if dtype == F32 else 1e-2)
+
+
+DET_SHAPES = [(2048, 16, 16), (4096, 64, 128), (16384, 32, 64)]
+
+
+@pytest.mark.parametrize("shape", DET_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=lambda d: d.name)
+@pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
+def test_bit_identical_for_1_2_3_threads(shape, dtype, plan, threads):
+    bt, h, v = shape
+    x, w, t = make_inputs(bt, h, v, dtype, seed=8, ignore=OPTIONS_IGNORED)
+    rng = np.random.default_rng(4)
+    budget = {"whole": 1 << 30, "chunked": 200 * v * 6 + v * h * 4 + 4096, "vocab_outer": 1}[plan]
+    assert fused_linear_cross_entropy_plan(bt, h, v, dtype, memory_budget=budget)["plan"] == plan
+    kw = dict(bias=rng.standard_normal(v).astype(np.float32).astype(dtype), label_smoothing=0.1,
+              lse_square_scale=1e-3, memory_budget=budget)
+    g = np.full(bt, 1.0 / bt, np.float32)
+    runs = []
+    for n in (1, 2, 3):
+        threads(n)
+        plain = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget)
+        extra = tg.fused_linear_cross_entropy(x, w, t, **kw)
+        mx, s, p, mask, masked, _ = tg.fused_linear_online_max_sum(x, w, t, 0, v)
+        grads = tg.fused_linear_cross_entropy_loss_grad(g, x, w, mask, masked, logits_max=mx, sum_exp_logits=s)
+        runs.append(tuple(plain) + tuple(extra) + (mx, s, p) + tuple(grads))
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            np.testing.assert_array_equal(np.atleast_1d(a).view(np.uint8), np.atleast_1d(b).view(np.uint8))
+
+
+# ---------------------------------------------------------------- hostile input (issue 14, defects 3, 5, 6)
+# zero-width work in closed form, integers that must be integers, strings exact, label smoothing exactly 0
+
+def test_online_max_sum_with_zero_hidden_size_is_closed_form_for_any_vocabulary():
+    # V = 2^40 rows of width 0: no byte of input or output grows with V, so neither may the work
+    # (this used to loop over the vocabulary for hours).
+    vocab = 2**40
+    target = np.array([3, vocab + 5, -1], np.int64)
+    mx, sm, pred, mask, masked, logits = tg.fused_linear_online_max_sum(
+        np.zeros((3, 0), np.float32), np.zeros((vocab, 0), np.float32), target, 0, vocab)
+    # every logit is an empty dot product: 0; so max 0, sum of exp(0 - 0) over V, target logit 0
+    np.testing.assert_array_equal(mx, np.zeros(3, np.float32))
+    np.testing.assert_array_equal(sm, np.full(3, float(vocab), np.float32))
+    np.testing.assert_array_equal(pred, np.zeros(3, np.float32))
+    assert np.unpackbits(mask, bitorder="little")[:3].tolist() == [0, 1, 1]
+    assert masked.tolist() == [3, 0, 0] and logits is None
+
+
+def test_online_max_sum_zero_width_matches_the_general_path_on_a_small_vocabulary():
+    # the closed form agrees with the GEMM path (forced by asking for the logits) where both run
+    target = np.array([0, 4, 9], np.int64)
+    closed = tg.fused_linear_online_max_sum(np.zeros((3, 0), np.float32), np.zeros((7, 0), np.float32), target, 2, 9)
+    general = tg.fused_linear_online_max_sum(np.zeros((3, 0), np.float32), np.zeros((7, 0), np.float32), target, 2,
+                                             9, True)
+    for a, b in zip(closed[:5], general[:5]):
         np.testing.assert_array_equal(a, b)
-    loss, sm = np.empty(bt, np.float32), np.empty((bt, v), np.float32)
-    with AclTensors() as tt:
-        st, msg = run_op(LWMS, [tt.new(mx), tt.new(s), tt.new(p), ctypes.c_float(0.0), None, None, tt.new(logits),
-                                tt.new(loss), tt.new(sm)])
-    assert st == ACLNN_SUCCESS, msg
-    grad = np.ones(bt, np.float32)
-    # outputs as strided views (every other row / column of larger buffers)
-    gi_buf, gw_buf = np.zeros((2 * bt, 2 * h), BF16), np.zeros((v, 3 * h), BF16)
-    gi, gw = gi_buf[::2, ::2], gw_buf[:, ::3]
-    for mode in ("mem", "hp"):
-        with AclTensors() as tt:
-            st, msg = run_op(GRAD, _grad_args(tt, grad, x, w, mask, mt, mx if mode == "mem" else None,
-                                              s if mode == "mem" else None, sm if mode == "hp" else None, gi, gw))
-        assert st == ACLNN_SUCCESS, msg
-        rgi, rgw = tg.fused_linear_cross_entropy_loss_grad(grad, x, w, mask, mt, logits_max=mx, sum_exp_logits=s,
-                                                           softmax=sm if mode == "hp" else None)
-        assert rel_err(gi, rgi) < 1e-2 and rel_err(gw, rgw) < 1e-2
-        assert np.all(f64(gi_buf[1::2]) == 0) and np.all(f64(gw_buf[:, 1::3]) == 0)
 
 
-def test_c_abi_errors():
-    bt, h, v = 6, 4, 10
-    x, w, t = make_inputs(bt, h, v, np.float16, seed=22)
-    g = np.ones(bt, np.float32)
-    mask, mt = np.zeros(1, np.uint8), t.copy()
-    mx, s = np.zeros(bt, np.float32), np.ones(bt, np.float32)
-    sm = np.zeros((bt, v), np.float32)
-    gi, gw = np.empty((bt, h), np.float16), np.empty((v, h), np.float16)
-    with AclTensors() as tt:
-        def grad_call(**over):
-            args = dict(g=g, x=x, w=w, mask=mask, mt=mt, mx=mx, s=s, sm=None, gi=gi, gw=gw, ls=0.0)
-            args.update(over)
-            return run_op(GRAD, _grad_args(tt, **args))
+X, W, T = np.ones((4, 8), np.float32), np.ones((10, 8), np.float32), np.zeros(4, np.int64)
 
-        assert grad_call()[0] == ACLNN_SUCCESS
-        st, msg = grad_call(mx=None)
-        assert st == ACLNN_ERR_PARAM_NULLPTR and "logitsMaxOptional" in msg
-        assert grad_call(mx=None, s=None, sm=sm)[0] == ACLNN_SUCCESS
-        st, msg = grad_call(g=None)
-        assert st == ACLNN_ERR_PARAM_NULLPTR and "grad" in msg
-        st, msg = grad_call(gw=None)
-        assert st == ACLNN_ERR_PARAM_NULLPTR and "weightGradOut" in msg
-        st, msg = grad_call(g=g.astype(np.float16))
-        assert st == ACLNN_ERR_PARAM_INVALID and "grad dtype" in msg
-        st, msg = grad_call(gi=np.empty((bt, h), np.float32))
-        assert st == ACLNN_ERR_PARAM_INVALID and "inputGradOut dtype" in msg
-        st, msg = grad_call(mask=mask.astype(np.int32))
-        assert st == ACLNN_ERR_PARAM_INVALID and "targetMask dtype" in msg
-        st, msg = grad_call(gw=np.empty((h, v), np.float16))
-        assert st == ACLNN_ERR_PARAM_INVALID and "weightGradOut shape [4,10] != (V, H) [10,4]" in msg
-        st, msg = grad_call(x=np.ones((bt + 1, h), np.float16))
-        assert st == ACLNN_ERR_PARAM_INVALID and "input shape" in msg
-        st, msg = grad_call(ls=0.1)
-        assert st == ACLNN_ERR_PARAM_INVALID and "labelSmoothing" in msg
-        st, msg = grad_call(gi=x)
-        assert st == ACLNN_ERR_PARAM_INVALID and "overlaps" in msg
-        # private format
-        st, ws, ex = get_workspace_size(GRAD, [tt.new(g), tt.new(x, fmt=29), tt.new(w), tt.new(mask), tt.new(mt),
-                                               ctypes.c_float(0.0), tt.new(mx), tt.new(s), None, tt.new(gi),
-                                               tt.new(gw)])
-        assert st == ACLNN_ERR_PARAM_INVALID
-        # data-dependent error at launch; second launch; too-small workspace
-        bad = mt.copy()
-        bad[3] = v
-        st, ws, ex = get_workspace_size(GRAD, _grad_args(tt, g, x, w, mask, bad, mx, s, None, gi, gw))
-        assert st == ACLNN_SUCCESS and ws > 0
-        assert launch(GRAD, ex, ws) == ACLNN_ERR_PARAM_INVALID
-        assert "maskedTarget[3] = 10 is out of range [0, 10)" in last_error()
-        assert launch(GRAD, ex, ws) == ACLNN_ERR_PARAM_INVALID  # the executor was released
-        st, ws, ex = get_workspace_size(GRAD, _grad_args(tt, g, x, w, mask, mt, mx, s, None, gi, gw))
-        assert launch(GRAD, ex, ws - 1) == ACLNN_ERR_PARAM_INVALID
-        assert "smaller than" in last_error()
-        assert launch(GRAD, ex, ws) == ACLNN_SUCCESS
-        assert launch(GRAD, ex, ws) == ACLNN_ERR_PARAM_INVALID
 
-        # forward
-        outs = [np.empty(bt, np.float32) for _ in range(3)] + [np.empty(1, np.uint8), np.empty(bt, np.int64)]
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(ignore_index=1.5), TypeError, "ignore_index"),
+    (dict(ignore_index=2**63), ValueError, "ignore_index"),
+    (dict(reduction="mean\0x"), ValueError, "reduction"),
+    (dict(reduction=None), TypeError, "reduction"),
+    (dict(label_smoothing="0.1"), TypeError, "label_smoothing"),
+    (dict(memory_budget=2.5), TypeError, "memory_budget"),
+])
+def test_fused_linear_cross_entropy_argument_types(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        tg.fused_linear_cross_entropy(X, W, T, **kwargs)
 
-        def fwd(start=0, end=v, **over):
-            a = dict(x=x, w=w, t=t, mx=outs[0], s=outs[1], p=outs[2], mask=outs[3], mt=outs[4], lg=None)
-            a.update(over)
-            return run_op(OMS, [tt.new(a["x"]), tt.new(a["w"]), tt.new(a["t"]), ctypes.c_int64(start),
-                                ctypes.c_int64(end), tt.new(a["mx"]), tt.new(a["s"]), tt.new(a["p"]),
-                                tt.new(a["mask"]), tt.new(a["mt"]), tt.new(a["lg"])])
 
-        assert fwd()[0] == ACLNN_SUCCESS
-        st, msg = fwd(t=None)
-        assert st == ACLNN_ERR_PARAM_NULLPTR and "target" in msg
-        st, msg = fwd(start=-1, end=v - 1)
-        assert st == ACLNN_ERR_PARAM_INVALID and "vocabStartIndex must be >= 0, got -1" in msg
-        st, msg = fwd(start=5, end=4)
-        assert st == ACLNN_ERR_PARAM_INVALID and "vocabEndIndex must be >= vocabStartIndex" in msg
-        st, msg = fwd(start=3, end=3 + v + 1)
-        assert st == ACLNN_ERR_PARAM_INVALID and "must equal weight rows 10" in msg
-        st, msg = fwd(mt=np.empty(bt, np.int32))
-        assert st == ACLNN_ERR_PARAM_INVALID and "maskedTargetOut dtype" in msg
-        st, msg = fwd(mask=np.empty(2, np.uint8))
-        assert st == ACLNN_ERR_PARAM_INVALID and "targetMaskOut shape" in msg
-        st, msg = fwd(lg=np.empty((bt, v), np.float32))
-        assert st == ACLNN_ERR_PARAM_INVALID and "vocabParallelLogitsOutOptional dtype" in msg
-        st, msg = fwd(x=np.ones((bt, h + 1), np.float16))
-        assert st == ACLNN_ERR_PARAM_INVALID and "hidden size" in msg
+@pytest.mark.parametrize("start, end, error", [(0.5, 10, TypeError), (0, "10", TypeError), (0, 2**64, ValueError)])
+def test_online_max_sum_vocab_range_must_be_integers(start, end, error):
+    with pytest.raises(error, match="vocab_"):
+        tg.fused_linear_online_max_sum(X, W, T, start, end)
 
-        # loss with max sum
-        loss = np.empty(bt, np.float32)
-        st, msg = run_op(LWMS, [tt.new(mx), tt.new(s), tt.new(mx), ctypes.c_float(0.0), None, None, tt.new(sm),
-                                tt.new(loss), None])
-        assert st == ACLNN_ERR_PARAM_NULLPTR and "softMaxOutOptional is required" in msg
-        st, msg = run_op(LWMS, [tt.new(mx), None, tt.new(mx), ctypes.c_float(0.0), None, None, None, tt.new(loss),
-                                None])
-        assert st == ACLNN_ERR_PARAM_NULLPTR and "sumExpLogits" in msg
-        st, msg = run_op(LWMS, [tt.new(mx), tt.new(s), tt.new(mx), ctypes.c_float(0.5), None, None, None,
-                                tt.new(loss), None])
-        assert st == ACLNN_ERR_PARAM_INVALID and "labelSmoothing must be 0, got 0.5" in msg
-        st, msg = run_op(LWMS, [tt.new(mx), tt.new(s), tt.new(mx), ctypes.c_float(0.0), None, None, None,
-                                tt.new(np.empty(bt + 1, np.float32)), None])
-        assert st == ACLNN_ERR_PARAM_INVALID and "lossOut shape" in msg
-        st, msg = run_op(LWMS, [tt.new(mx), tt.new(s), tt.new(mx), ctypes.c_float(0.0), None, None, None,
-                                tt.new(mx), None])
-        assert st == ACLNN_ERR_PARAM_INVALID and "overlaps" in msg
+
+@pytest.mark.parametrize("value", [1e-50, 0.1, -0.0 + 1e-300])
+def test_loss_with_max_sum_label_smoothing_must_be_exactly_zero(value):
+    stats = np.zeros(4, np.float32), np.ones(4, np.float32), np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="labelSmoothing must be 0"):
+        tg.fused_cross_entropy_loss_with_max_sum(*stats, value)
+    loss, _ = tg.fused_cross_entropy_loss_with_max_sum(*stats, 0.0)
+    np.testing.assert_array_equal(loss, np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_fused_zero_hidden_size_is_closed_form(reduction):
+    target = np.array([3, -100, 6, 0], np.int64)
+    x = np.zeros((4, 0), np.float32)
+    # a vocabulary no byte of data grows with: must not take time proportional to it
+    huge = 2**40
+    loss, gi, gw = tg.fused_linear_cross_entropy(x, np.zeros((huge, 0), np.float32), target, reduction=reduction)[:3]
+    np.testing.assert_allclose(loss, zero_width_loss(target, huge, -100, reduction, None, 0.0, 0.0), rtol=1e-6)
+    assert gi.shape == (4, 0) and gw.shape == (huge, 0)
+    # small vocabulary with every feature that keeps the logits 0: class weights, smoothing, z-loss
+    cw = np.linspace(0.5, 2.0, 7).astype(np.float32)
+    loss, _, _, zl = tg.fused_linear_cross_entropy(x, np.zeros((7, 0), np.float32), target, reduction=reduction,
+                                                   class_weight=cw, label_smoothing=0.2, lse_square_scale=1e-2)
+    np.testing.assert_allclose(loss, zero_width_loss(target, 7, -100, reduction, cw, 0.2, 1e-2), rtol=1e-5)

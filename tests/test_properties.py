@@ -16,10 +16,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tilegrad as tg
-from silu_reference import assert_silu_close
-from test_binary_cross_entropy_with_logits_backward import check as bce_check
-from test_cross_entropy import ref_forward, ref_grad
-from test_embedding_dense_backward import check as emb_check
+from reference.bce import assert_bce_close as bce_check
+from reference.cross_entropy import cross_entropy_loss as ref_forward
+from reference.cross_entropy import cross_entropy_loss_grad as ref_grad
+from reference.embedding import assert_embedding_close as emb_check
+from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, loss_grad, online_max_sum
+from reference.silu import assert_silu_close
 
 settings.register_profile("ci", max_examples=25, deadline=None, database=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -307,10 +309,6 @@ def test_cross_entropy_loss_and_grad(data, n, c, nthreads, reduction, ls, z):
 
 # ---- the fused linear cross entropy family ------------------------------------------------------
 
-def f64(a):
-    return np.asarray(a, np.float64)
-
-
 def gemm_tol(dtype, h):
     return {F32: 1e-4, F16: 1e-2, BF16: 6e-2}[np.dtype(dtype)] * max(1.0, np.sqrt(h))
 
@@ -335,28 +333,12 @@ def test_fused_linear_cross_entropy(data, bt, h, v, nthreads, reduction):
         return
     assert err is None, err
     loss, gx, gw = result
-    logits = f64(x) @ f64(w).T
-    m = target != -100
-    lse = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
-    tt = np.where(m, target, 0)
-    per_row = np.where(m, lse - logits[np.arange(bt), tt], 0.0)
-    p = np.exp(logits - lse[:, None])
-    p[np.arange(bt), tt] -= 1
-    scale = np.where(m, 1.0, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if reduction == "mean":
-            ref_loss = per_row.sum() / m.sum()
-            scale = scale / m.sum()
-        elif reduction == "sum":
-            ref_loss = per_row.sum()
-        else:
-            ref_loss = per_row
-    g = p * scale[:, None]
+    ref_loss, _, ref_gx, ref_gw, _ = linear_cross_entropy(x, w, target, reduction)
     tol = gemm_tol(dtype, h)
     np.testing.assert_allclose(f64(loss), ref_loss, rtol=tol, atol=tol, equal_nan=True)
-    if np.all(np.isfinite(g)):
-        np.testing.assert_allclose(f64(gx), g @ f64(w), rtol=tol, atol=tol)
-        np.testing.assert_allclose(f64(gw), g.T @ f64(x), rtol=tol, atol=tol)
+    # (every row ignored with "mean": zero gradients, as PyTorch)
+    np.testing.assert_allclose(f64(gx), ref_gx, rtol=tol, atol=tol)
+    np.testing.assert_allclose(f64(gw), ref_gw, rtol=tol, atol=tol)
 
 
 @given(data=st.data(), bt=st.integers(1, 12), h=st.integers(1, 16), v=st.integers(1, 24), nthreads=thread_counts)
@@ -372,15 +354,15 @@ def test_vocabulary_parallel_fused_linear_cross_entropy(data, bt, h, v, nthreads
     assert_unchanged(before, [x, w, target])
     assert err is None, err
     lmax, sexp, pred, mask, masked, logits = result
-    ref_logits = f64(x) @ f64(w).T
+    ref_max, _, _, outside, ref_masked, ref_logits = online_max_sum(x, w, target, start, start + v)
     tol = gemm_tol(dtype, h)
-    np.testing.assert_allclose(f64(lmax), ref_logits.max(1), rtol=tol, atol=tol)
+    np.testing.assert_allclose(f64(lmax), ref_max, rtol=tol, atol=tol)
+    # sum and predicted logit relative to tilegrad's own max (the statistics travel together)
     np.testing.assert_allclose(f64(sexp), np.exp(ref_logits - f64(lmax)[:, None]).sum(1), rtol=tol, atol=tol)
-    inside = (target >= start) & (target < start + v)
     bits = np.unpackbits(mask, bitorder="little")[:bt].astype(bool)
-    np.testing.assert_array_equal(bits, ~inside)
-    np.testing.assert_array_equal(masked, np.where(inside, target - start, 0))
-    ref_pred = np.where(inside, ref_logits[np.arange(bt), np.where(inside, target - start, 0)] - f64(lmax), 0.0)
+    np.testing.assert_array_equal(bits, outside)
+    np.testing.assert_array_equal(masked, ref_masked)
+    ref_pred = np.where(outside, 0.0, ref_logits[np.arange(bt), ref_masked] - f64(lmax))
     np.testing.assert_allclose(f64(pred), ref_pred, rtol=tol, atol=tol)
 
     # the loss from these statistics (single rank: they are already global)
@@ -400,12 +382,9 @@ def test_vocabulary_parallel_fused_linear_cross_entropy(data, bt, h, v, nthreads
         grad, x, w, mask, masked, 0.0, lmax, sexp))
     assert_unchanged(before, [grad, x, w, mask, masked, lmax, sexp])
     assert err is None, err
-    G = np.exp(ref_logits - f64(lmax)[:, None]) / f64(sexp)[:, None]
-    rows = np.nonzero(inside)[0]
-    G[rows, (target - start)[rows]] -= 1
-    G *= f64(grad)[:, None]
-    np.testing.assert_allclose(f64(gx), G @ f64(w), rtol=tol, atol=tol * 4)
-    np.testing.assert_allclose(f64(gw), G.T @ f64(x), rtol=tol, atol=tol * 4)
+    ref_gx, ref_gw = loss_grad(grad, x, w, outside, ref_masked, lmax, sexp, None)
+    np.testing.assert_allclose(f64(gx), ref_gx, rtol=tol, atol=tol * 4)
+    np.testing.assert_allclose(f64(gw), ref_gw, rtol=tol, atol=tol * 4)
 
 
 # ---- non-array arguments ------------------------------------------------------------------------

@@ -4,9 +4,9 @@ Python threads, thread-count determinism."""
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
-import re
 import threading
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tilegrad as tg
-from silu_reference import BF16, F16, F32, assert_silu_close
+from reference.silu import BF16, F16, F32, assert_silu_close
 
 ISAS = ["scalar", "avx2", "avx512"]
 AVAILABLE = ISAS[: ISAS.index(tg.detected_isa()) + 1]

@@ -1,4 +1,4 @@
-"""tilegrad.silu_backward through Python: accuracy against the float64 reference (silu_reference.py)
+"""tilegrad.silu_backward through Python: accuracy against the float64 reference (reference/silu.py)
 over dtypes, mixed dtypes, shapes, broadcasting, strides, in-place and extreme inputs at every ISA
 level; errors (exception class, message, .code); a cross-check with torch where installed."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tilegrad as tg
-from silu_reference import BF16, F16, F32, assert_silu_close, silu_backward_ref, ulp
+from reference.silu import BF16, F16, F32, assert_silu_close, silu_backward_ref, ulp
 
 DTYPES = [F32, F16, BF16]
 DTYPE_IDS = ["fp32", "fp16", "bf16"]

@@ -9,7 +9,7 @@ import pytest
 import tilegrad as tg
 from acl_ctypes import (ACL_CODES, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, last_error, launch, lib, run_op)
-from silu_reference import BF16, F16, F32, assert_silu_close
+from reference.silu import BF16, F16, F32, assert_silu_close
 
 OP = "aclnnSiluBackward"
 DTYPES = [F32, F16, BF16]

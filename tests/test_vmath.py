@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tilegrad import _core
-from silu_reference import F32, ulp
+from reference.silu import F32, ulp
 
 BOUNDS = {"exp": 1.5, "sigmoid": 3.5, "log1p": 3.5}
 FLT_MAX = float(np.finfo(np.float32).max)

@@ -24,6 +24,7 @@ from ._embedding_dense_backward import embedding_dense_backward
 from ._fused_linear_cross_entropy import (
     fused_cross_entropy_loss_with_max_sum,
     fused_linear_cross_entropy,
+    fused_linear_cross_entropy_filter_stats,
     fused_linear_cross_entropy_loss_grad,
     fused_linear_cross_entropy_plan,
     fused_linear_online_max_sum,
@@ -45,6 +46,7 @@ __all__ = [
     "embedding_dense_backward",
     "fused_cross_entropy_loss_with_max_sum",
     "fused_linear_cross_entropy",
+    "fused_linear_cross_entropy_filter_stats",
     "fused_linear_cross_entropy_loss_grad",
     "fused_linear_cross_entropy_plan",
     "fused_linear_online_max_sum",

@@ -12,19 +12,10 @@
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "aclnnop/aclnn_embedding_dense_backward.h"
 #include "aclnnop/aclnn_silu_backward.h"
+#include "c_abi_tensor.h"
 #include "expect.h"
 
 enum { kNullptr = 161001, kInvalid = 161002 };
-
-/* A contiguous tensor of `rank` dims over data (storage = the view). */
-static aclTensor* contiguous(const int64_t* shape, uint64_t rank, aclDataType dt, void* data) {
-  int64_t strides[8], numel = 1;
-  for (int i = (int)rank - 1; i >= 0; --i) {
-    strides[i] = numel;
-    numel *= shape[i];
-  }
-  return aclCreateTensor(shape, rank, dt, strides, 0, ACL_FORMAT_ND, &numel, 1, data);
-}
 
 static int embedding_phase1(const aclTensor* g, const aclTensor* idx, uint64_t v, const aclTensor* out,
                             uint64_t* ws, aclOpExecutor** ex) {

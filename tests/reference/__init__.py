@@ -1,1 +1,13 @@
-"""Float64 NumPy references written from SEMANTICS.md, shared by the test suites."""
+"""Float64 NumPy references written from SEMANTICS.md, one module per operator family, shared by the
+NumPy API, C ABI, property (hypothesis) and tilegrad.torch tests:
+
+    silu.py                       SiLU backward (section 1) and its tolerance check
+    bce.py                        binary cross entropy with logits backward (section 2)
+    cross_entropy.py              cross entropy forward and gradient (section 3)
+    embedding.py                  embedding dense backward (section 4)
+    fused_linear_cross_entropy.py the vocabulary-parallel ops and the single-process op (section 5)
+    torch_compare.py              comparison helpers of the tilegrad.torch tests (imports torch)
+
+Each reference computes from the formula, never from tilegrad's code; a tolerance that belongs to a
+formula (its error bound) lives beside it.
+"""

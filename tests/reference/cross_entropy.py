@@ -1,10 +1,14 @@
 """Float64 NumPy reference of cross entropy with class weights, ignore_index, label smoothing and z-loss,
-forward and input gradient, written from the formula (SEMANTICS / tilegrad.cross_entropy_loss):
+forward and input gradient, written from the formula (SEMANTICS section 3 / tilegrad.cross_entropy_loss):
 
     lse_i = log sum_c exp(x_ic),  logp = x - lse,  m_i = (t_i != ignore_index),  w = weight or ones
     ce_i  = m_i [(1 - ls) (-w[t_i] logp[i, t_i]) + (ls / C) (-sum_c w_c logp[i, c])]
     z_i   = m_i * z * lse_i**2
     "none": ce + z, z;   "sum": sums;   "mean": sum(ce) / sum_i m_i w[t_i] + sum(z) / sum_i m_i
+
+``cross_entropy_loss`` is the forward (aclnnCrossEntropyLoss), ``cross_entropy_loss_grad`` its exact
+vector-Jacobian product from a given (possibly rounded) log_prob (aclnnCrossEntropyLossGrad), and
+``cross_entropy_with_zloss`` both at once from the logits (for the tilegrad.torch tests).
 """
 
 from typing import Optional, Tuple
@@ -12,10 +16,72 @@ from typing import Optional, Tuple
 import numpy as np
 
 
-def _log_softmax(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    shift = x.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(x - shift).sum(axis=1)) + shift[:, 0]
+def log_softmax(x) -> Tuple[np.ndarray, np.ndarray]:
+    """``(log_prob, lse)`` in float64 of (N, C) logits; C = 0 gives lse = -inf."""
+    x = np.asarray(x, np.float64)
+    if x.shape[1] == 0:
+        return x.copy(), np.full(x.shape[0], -np.inf)
+    mx = x.max(axis=1)
+    lse = mx + np.log(np.exp(x - mx[:, None]).sum(axis=1))
     return x - lse[:, None], lse
+
+
+def cross_entropy_loss(x, target, weight, reduction, ignore_index, ls, z):
+    """``(loss, log_prob, zloss, lse)`` in float64; loss includes the z-terms, zloss is them alone."""
+    x = np.asarray(x, np.float64)
+    n, c = x.shape
+    lp, lse = log_softmax(x)
+    m = np.asarray(target) != ignore_index
+    w = np.ones(c) if weight is None else np.asarray(weight, np.float64)
+    tt = np.where(m, target, 0).astype(np.int64)
+    rows = np.arange(n)
+    wt = w[tt] if c else np.zeros(n)
+    ce = np.zeros(n)
+    if c:
+        ce = (1 - ls) * (-wt * lp[rows, tt])
+        if ls > 0:
+            ce = ce + (ls / c) * (-(lp * w).sum(axis=1))
+    ce = np.where(m, ce, 0.0)
+    zt = np.where(m, z * lse**2, 0.0) if z != 0 else np.zeros(n)
+    if reduction == "none":
+        return ce + zt, lp, zt, lse
+    if reduction == "sum":
+        return np.float64(ce.sum() + zt.sum()), lp, np.float64(zt.sum()), lse
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = (wt * m).sum()
+        dz = m.sum()
+        loss = ce.sum() / d + (zt.sum() / dz if z != 0 else 0.0)
+        return np.float64(loss), lp, np.float64(zt.sum() / dz), lse
+
+
+def cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse, reduction, ignore_index, ls, z):
+    """The vector-Jacobian product of ``cross_entropy_loss`` w.r.t. x, from (rounded) log_prob, in float64.
+
+    ``grad_loss`` / ``grad_zloss`` are per row for "none", scalars (0-d or (1,)) otherwise; the z-term
+    needs ``lse`` (None: no z-term, as the operator without lseForZlossOptional)."""
+    lp = np.asarray(log_prob, np.float64)
+    n, c = lp.shape
+    p = np.exp(lp)
+    m = (np.asarray(target) != ignore_index).astype(np.float64)
+    w = np.ones(c) if weight is None else np.asarray(weight, np.float64)
+    tt = np.where(m > 0, target, 0).astype(np.int64)
+    g = np.asarray(grad_loss, np.float64).reshape(-1)
+    g = g if reduction == "none" else np.full(n, g[0])
+    gz = np.zeros(n) if grad_zloss is None else np.asarray(grad_zloss, np.float64).reshape(-1)
+    gz = gz if reduction == "none" or grad_zloss is None else np.full(n, gz[0])
+    d = dz = 1.0
+    if reduction == "mean":
+        d = (w[tt] * m).sum()
+        dz = m.sum()
+    onehot = np.zeros((n, c))
+    onehot[np.arange(n), tt] = 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dx = (g * (1 - ls) / d * w[tt])[:, None] * (p - onehot)
+        if ls > 0:
+            dx = dx + (g * (ls / c) / d)[:, None] * (p * w.sum() - w[None, :])
+        if z != 0 and lse is not None:
+            dx = dx + p * (2 * z * np.asarray(lse, np.float64) * (g + gz) / dz)[:, None]
+    return np.where(m[:, None] > 0, dx, 0.0)
 
 
 def cross_entropy_with_zloss(x: np.ndarray, target: np.ndarray, weight: Optional[np.ndarray] = None,
@@ -25,39 +91,16 @@ def cross_entropy_with_zloss(x: np.ndarray, target: np.ndarray, weight: Optional
     """``(loss, zloss, grad_x)`` in float64 for (N, C) logits ``x`` and class targets (N,).
 
     ``loss`` includes the z term; ``zloss`` is the z term alone, reduced like the loss. ``grad_x`` is
-    d(sum(grad_loss * loss) + sum(grad_zloss * zloss)) / dx (grad_* per row for "none", scalars else).
+    d(sum(grad_loss * loss) + sum(grad_zloss * zloss)) / dx (grad_* per row for "none", scalars else),
+    from the exact log_prob and lse.
     """
     x = np.asarray(x, dtype=np.float64)
-    n, c = x.shape
-    w = np.ones(c) if weight is None else np.asarray(weight, dtype=np.float64)
-    kept = target != ignore_index
-    safe_t = np.where(kept, target, 0)
-    logp, lse = _log_softmax(x)
-    p = np.exp(logp)
-    rows = np.arange(n)
-    nll = -w[safe_t] * logp[rows, safe_t]
-    smooth = -(logp * w[None, :]).sum(axis=1)
-    ce = kept * ((1 - label_smoothing) * nll + (label_smoothing / c) * smooth)
-    z = kept * z_loss_scale * lse ** 2
-
-    ce_divisor = (kept * w[safe_t]).sum() if reduction == "mean" else 1.0
-    z_divisor = kept.sum() if reduction == "mean" else 1.0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if reduction == "none":
-            loss, zloss = ce + z, z
-        else:
-            loss = ce.sum() / ce_divisor + z.sum() / z_divisor
-            zloss = z.sum() / z_divisor
-
-    g = np.broadcast_to(np.asarray(grad_loss, dtype=np.float64), (n,))
-    gz = np.broadcast_to(np.asarray(grad_zloss, dtype=np.float64), (n,))
-    onehot = np.zeros_like(x)
-    onehot[rows, safe_t] = 1.0
-    # d nll_i / dx = w[t_i] (p - onehot);  d smooth_i / dx = p sum_c w_c - w;  d z_i / dx = 2 z lse_i p
-    d_ce = (1 - label_smoothing) * w[safe_t][:, None] * (p - onehot) \
-        + (label_smoothing / c) * (p * w.sum() - w[None, :])
-    d_z = 2 * z_loss_scale * lse[:, None] * p
-    with np.errstate(invalid="ignore", divide="ignore"):
-        grad = g[:, None] * d_ce / ce_divisor + (g + gz)[:, None] * d_z / z_divisor
-    grad = np.where(kept[:, None], grad, 0.0)  # ignored rows: zero even when a divisor is 0
+    n = x.shape[0]
+    loss, log_prob, zloss, lse = cross_entropy_loss(x, target, weight, reduction, ignore_index, label_smoothing,
+                                                    z_loss_scale)
+    shape = (n,) if reduction == "none" else ()
+    g = np.broadcast_to(np.asarray(grad_loss, np.float64), shape)
+    gz = np.broadcast_to(np.asarray(grad_zloss, np.float64), shape)
+    grad = cross_entropy_loss_grad(g, log_prob, target, weight, gz, lse, reduction, ignore_index, label_smoothing,
+                                   z_loss_scale)
     return np.asarray(loss), np.asarray(zloss), grad

@@ -481,6 +481,37 @@ def test_linear_cross_entropy_only_weight_requires_grad():
     assert_matches(wa.grad, wr.grad, torch.float32, "grad_linear_weight")
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_linear_cross_entropy_filter_eps_is_the_fused_ops_filtering(reduction):
+    """filter_eps reaches tilegrad.fused_linear_cross_entropy (whose filtering is tested against a float64
+    reference in tests/test_fused_linear_cross_entropy_filter.py); the module takes it as an attribute;
+    the loss stays exact."""
+    import tilegrad as tg
+    from tilegrad.torch._tensor import as_numpy
+    h, _ = rounded((300, 16), torch.bfloat16)
+    h = h * 0.25  # (exact) small logits: softmax spread thin, so only the targets' blocks stay
+    w, _ = rounded((3000, 16), torch.bfloat16, seed=8)
+    target = torch.randint(0, 100, (300,), generator=torch.Generator().manual_seed(27))
+    ha, wa = h.detach().requires_grad_(), w.detach().requires_grad_()
+    loss = tgt.linear_cross_entropy(ha, wa, target, reduction=reduction, filter_eps=0.05)
+    loss.backward()
+    ref = tg.fused_linear_cross_entropy(as_numpy(h), as_numpy(w), target.numpy(), reduction=reduction,
+                                        filter_eps=0.05)
+    active, total = tg.fused_linear_cross_entropy_filter_stats()
+    assert 0 < active < total
+    assert torch.equal(loss.detach().float(), tgt.linear_cross_entropy(h, w, target, reduction=reduction).float())
+    np.testing.assert_array_equal(ha.grad.float().numpy(), ref[1].astype(np.float32))
+    np.testing.assert_array_equal(wa.grad.float().numpy(), ref[2].astype(np.float32))
+    module = tgt.nn.LinearCrossEntropyLoss(16, 3000, bias=False, reduction=reduction)
+    module.filter_eps = 0.05
+    with torch.no_grad():
+        module.linear.weight.copy_(w.float())
+    module(h.float(), target).backward()
+    assert tg.fused_linear_cross_entropy_filter_stats()[0] < tg.fused_linear_cross_entropy_filter_stats()[1]
+    with pytest.raises(ValueError, match="filter_eps"):
+        tgt.linear_cross_entropy(ha, wa, target, filter_eps=-1.0)
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_linear_cross_entropy_every_row_ignored(reduction):
     h, _ = rounded((4, 8), torch.float32)

@@ -62,6 +62,13 @@ struct FusedLinearCrossEntropyOptions {
   int64_t memory_budget = 0;                 // bytes for the plan choice; 0 = TILEGRAD_FLCE_BUDGET / default
   const TensorView* grad_bias = nullptr;     // output (V), input dtype; required with bias
   const TensorView* z_loss = nullptr;        // output float32, loss's shape (the zloss part alone); optional
+  // Gradient filtering (opt-in; Cut Cross Entropy): > 0 skips the gradient GEMMs' work on every
+  // 64-row x 128-column block (of each G block of the plan) of the logits gradient whose entries,
+  // divided by their row's softmax coefficient (the upstream gradient times the reduction's scale,
+  // i.e. measured on p - onehot), all have magnitude < filter_eps: their contribution is dropped; the
+  // loss stays exact; results stay independent of the thread count. 0: exact. Finite, >= 0.
+  float filter_eps = 0.0f;
+  int64_t* filter_blocks = nullptr;          // output [active, total] gradient blocks (diagnostics); optional
 };
 TILEGRAD_API void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& weight,
                                                 const TensorView& target, int64_t ignore_index, Reduction reduction,

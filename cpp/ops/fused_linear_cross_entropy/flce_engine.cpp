@@ -76,6 +76,141 @@ void accumulate_columns(const FlceKernels* k, float* acc, const char* g, DType d
   });
 }
 
+// ---- Gradient filtering ----------------------------------------------------------------------
+
+// Which kFilterRows x kFilterCols blocks of a dense G block (rows x cols, ld cols) hold an entry
+// with |g| >= eps * |row_scale[r]| (and g != 0). G = row_scale * (p - y - ...), so the threshold
+// applies to the unscaled softmax gradient, as in Cut Cross Entropy: the upstream gradient and the
+// reduction's 1/N do not change what is filtered.
+struct ActiveBlocks {
+  int64_t row_blocks = 0, col_blocks = 0;
+  std::vector<uint8_t> flags;  // [row block][column block]
+  bool at(int64_t rb, int64_t cb) const { return flags[rb * col_blocks + cb] != 0; }
+  int64_t count() const { return std::count(flags.begin(), flags.end(), uint8_t(1)); }
+};
+
+ActiveBlocks find_active_blocks(const FlceKernels* k, const char* g, DType dt, int64_t rows, int64_t cols, float eps,
+                                const float* row_scale, int threads) {
+  const float smallest = std::numeric_limits<float>::denorm_min();  // zeros are never active
+  ActiveBlocks a;
+  a.row_blocks = (rows + kFilterRows - 1) / kFilterRows;
+  a.col_blocks = (cols + kFilterCols - 1) / kFilterCols;
+  a.flags.assign(a.row_blocks * a.col_blocks, 0);
+  const int64_t es = dtype_size(dt);
+  for_row_tiles(a.row_blocks, threads, [&](int64_t b0, int64_t b1) {
+    for (int64_t rb = b0; rb < b1; ++rb)
+      for (int64_t r = rb * kFilterRows; r < std::min(rows, (rb + 1) * kFilterRows); ++r)
+        k->mark_active(g + r * cols * es, dt, cols, kFilterCols, std::max(eps * std::fabs(row_scale[r]), smallest),
+                       &a.flags[rb * a.col_blocks]);
+  });
+  return a;
+}
+
+// Where one gradient of a filtered G block goes. With acc (fp32 rows that accumulate across G
+// blocks: the fp32 output itself or an accumulator), written[row] says whether the row holds a
+// partial sum yet (the first product overwrites it); rows never written are zeroed by
+// zero_unwritten_rows at the end. Without acc, out gets its final value from this G block alone
+// (products into a per-block fp32 scratch rounded once, or into out itself when it is fp32; zeros
+// where no block is active).
+struct FilteredDst {
+  GemmMatrix acc;  // data null: none
+  uint8_t* written = nullptr;
+  GemmMatrix out;
+};
+
+// Output rows of m (any dtype, any strides) = fp32 rows of src (ld = m.cols; null: zeros).
+void store_rows(const FlceKernels* k, const float* src, const GemmMatrix& m) {
+  const int64_t es = dtype_size(m.dtype);
+  const std::vector<float> zeros(src ? 0 : m.cols, 0.0f);
+  for (int64_t r = 0; r < m.rows; ++r)
+    k->cast_row(src ? src + r * m.cols : zeros.data(), m.cols, m.dtype,
+                static_cast<char*>(m.data) + r * m.row_stride * es, m.col_stride);
+}
+
+// dst (+)= a @ b over the active blocks only. a (n x m) is cut into blocks of out_block rows by
+// red_block columns, active(o, r) telling output block o, reduction block r; b is (m x H). Each
+// output block's products (runs of adjacent active blocks merged into one GEMM) run in a fixed
+// order on one thread, output blocks spread over the threads: the result is independent of the
+// thread count.
+template <class Active>
+void filtered_product(const FlceKernels* k, const GemmMatrix& a, const GemmMatrix& b, int64_t out_block,
+                      int64_t red_block, const Active& active, const FilteredDst& dst, int threads) {
+  const int64_t n = a.rows, m = a.cols, h = b.cols;
+  const int64_t out_blocks = (n + out_block - 1) / out_block, red_blocks = (m + red_block - 1) / red_block;
+  const bool into_out = !dst.acc.data && dst.out.dtype == DType::kFloat32;
+  for_row_tiles(out_blocks, threads, [&](int64_t ob0, int64_t ob1) {
+    std::vector<float> scratch;
+    for (int64_t o = ob0; o < ob1; ++o) {
+      const int64_t o0 = o * out_block, on = std::min(out_block, n - o0);
+      GemmMatrix target;
+      if (dst.acc.data) target = dst.acc.row_block(o0, on);
+      else if (into_out) target = dst.out.row_block(o0, on);
+      else {
+        scratch.resize(on * h);
+        target = GemmMatrix::rowmajor(scratch.data(), DType::kFloat32, on, h, h);
+      }
+      bool has = dst.acc.data && dst.written[o0];
+      for (int64_t r = 0; r < red_blocks;) {
+        if (!active(o, r)) {
+          ++r;
+          continue;
+        }
+        int64_t r1 = r + 1;
+        while (r1 < red_blocks && active(o, r1)) ++r1;
+        const int64_t c0 = r * red_block, cn = std::min(m, r1 * red_block) - c0;
+        core::gemm(a.row_block(o0, on).col_block(c0, cn), b.row_block(c0, cn), target, has, 1);
+        has = true;
+        r = r1;
+      }
+      if (dst.acc.data) {
+        if (has) std::memset(dst.written + o0, 1, on);
+      } else if (!has) {
+        store_rows(k, nullptr, dst.out.row_block(o0, on));
+      } else if (!into_out) {
+        store_rows(k, scratch.data(), dst.out.row_block(o0, on));
+      }
+    }
+  });
+}
+
+// Rows of an fp32 accumulator that no active block reached are zero; the flags are reset for reuse.
+void zero_unwritten_rows(const FlceKernels* k, const GemmMatrix& acc, uint8_t* written) {
+  for (int64_t r = 0; r < acc.rows; ++r) {
+    if (!written[r]) store_rows(k, nullptr, acc.row_block(r, 1));
+    written[r] = 0;
+  }
+}
+
+// Both gradient products of one filtered G block g (bc x vc, dense): gin (+)= G @ w_rows and
+// gw (+)= G^T @ x_rows, skipping inactive blocks.
+// row_scale: each G row's softmax coefficient (see find_active_blocks).
+void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, const float* row_scale, const GemmMatrix& x_rows,
+                        const GemmMatrix& w_rows, const FlceFeatures& f, const FilteredDst& gin, const FilteredDst& gw,
+                        int threads) {
+  const ActiveBlocks act = find_active_blocks(k, static_cast<const char*>(g.data), g.dtype, g.rows, g.cols,
+                                              f.filter_eps, row_scale, threads);
+  if (f.filter_counts) {
+    f.filter_counts[0] += act.count();
+    f.filter_counts[1] += int64_t(act.flags.size());
+  }
+  filtered_product(
+      k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return act.at(o, r); }, gin, threads);
+  filtered_product(
+      k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return act.at(r, o); }, gw, threads);
+}
+
+FilteredDst accumulate_into(const GemmMatrix& acc, uint8_t* written) {
+  FilteredDst d;
+  d.acc = acc;
+  d.written = written;
+  return d;
+}
+FilteredDst complete_into(const GemmMatrix& out) {
+  FilteredDst d;
+  d.out = out;
+  return d;
+}
+
 }  // namespace
 
 FlceRowResult flce_row_result(const FlceLossSpec& s, int64_t i, bool valid, float max, float sum_exp,
@@ -185,6 +320,11 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
   float* acc_in = reinterpret_cast<float*>(at(workspace, t.acc_input_offset));
   float* acc_w = reinterpret_cast<float*>(at(workspace, t.acc_weight_offset));
   const GemmMatrix gin = matrix_of(grad_input), gw = matrix_of(grad_weight);
+  const bool filter = f && f->filter_eps > 0.0f;
+  std::vector<uint8_t> gin_written(filter ? t.acc_input_rows : 0, 0), gw_written(filter ? t.acc_weight_rows : 0, 0);
+  const auto finish_acc = [&](float* acc, int64_t rows, std::vector<uint8_t>& written) {
+    if (filter) zero_unwritten_rows(k, GemmMatrix::rowmajor(acc, DType::kFloat32, rows, h, h), written.data());
+  };
 
   const auto block = [&](int64_t b0, int64_t bc, int64_t v0, int64_t vc, int64_t bi, int64_t vi) {
     if (t.recompute)
@@ -225,6 +365,19 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
     });
     if (f && f->grad_bias_acc) accumulate_columns(k, f->grad_bias_acc + v0, g, dt, bc, vc, t.threads);
     const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, vc, vc);
+    if (filter) {
+      const int64_t ai = t.v_outer ? b0 : 0, aw = t.v_outer ? 0 : v0;
+      filtered_gradients(
+          k, gm, row_grad + b0, x.row_block(b0, bc), w.row_block(v0, vc), *f,
+          t.grad_input_direct ? complete_into(gin.row_block(b0, bc))
+                              : accumulate_into(GemmMatrix::rowmajor(acc_in + ai * h, DType::kFloat32, bc, h, h),
+                                                gin_written.data() + ai),
+          t.grad_weight_direct ? complete_into(gw.row_block(v0, vc))
+                               : accumulate_into(GemmMatrix::rowmajor(acc_w + aw * h, DType::kFloat32, vc, h, h),
+                                                 gw_written.data() + aw),
+          t.threads);
+      return;
+    }
     // grad_input rows [b0, b0 + bc) (+)= G @ W[v0 : v0 + vc]
     if (t.grad_input_direct) {
       core::gemm(gm, w.row_block(v0, vc), gin.row_block(b0, bc), false, t.threads);
@@ -247,17 +400,29 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
       const int64_t vc = std::min(t.v_chunk, t.v - v0);
       for (int64_t bi = 0, b0 = 0; b0 < t.bt; ++bi, b0 += t.bt_chunk)
         block(b0, std::min(t.bt_chunk, t.bt - b0), v0, vc, bi, vi);
-      if (!t.grad_weight_direct) cast_rows(k, acc_w, grad_weight, v0, vc, t.threads);
+      if (!t.grad_weight_direct) {
+        finish_acc(acc_w, vc, gw_written);
+        cast_rows(k, acc_w, grad_weight, v0, vc, t.threads);
+      }
     }
-    if (!t.grad_input_direct) cast_rows(k, acc_in, grad_input, 0, t.bt, t.threads);
+    if (!t.grad_input_direct) {
+      finish_acc(acc_in, t.bt, gin_written);
+      cast_rows(k, acc_in, grad_input, 0, t.bt, t.threads);
+    }
   } else {
     for (int64_t bi = 0, b0 = 0; b0 < t.bt; ++bi, b0 += t.bt_chunk) {
       const int64_t bc = std::min(t.bt_chunk, t.bt - b0);
       for (int64_t vi = 0, v0 = 0; v0 < t.v; ++vi, v0 += t.v_chunk)
         block(b0, bc, v0, std::min(t.v_chunk, t.v - v0), bi, vi);
-      if (!t.grad_input_direct) cast_rows(k, acc_in, grad_input, b0, bc, t.threads);
+      if (!t.grad_input_direct) {
+        finish_acc(acc_in, bc, gin_written);
+        cast_rows(k, acc_in, grad_input, b0, bc, t.threads);
+      }
     }
-    if (!t.grad_weight_direct) cast_rows(k, acc_w, grad_weight, 0, t.v, t.threads);
+    if (!t.grad_weight_direct) {
+      finish_acc(acc_w, t.v, gw_written);
+      cast_rows(k, acc_w, grad_weight, 0, t.v, t.threads);
+    }
   }
 }
 
@@ -276,6 +441,10 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
   float* acc_w = t.acc_weight_bytes ? reinterpret_cast<float*>(at(workspace, t.acc_weight_offset)) : nullptr;
   const bool transform = f.bias || f.softcap != 0.0f;
   const float ninf = -std::numeric_limits<float>::infinity();
+  const bool filter = f.filter_eps > 0.0f;
+  const GemmMatrix gw_acc = acc_w ? GemmMatrix::rowmajor(acc_w, DType::kFloat32, v, h, h) : gw;
+  std::vector<uint8_t> gw_written(filter ? v : 0, 0);
+  std::vector<float> row_coef(filter ? t.chunk_rows : 0);  // the chunk's softmax coefficients
   for (int64_t ci = 0, b0 = 0; b0 < t.bt; ++ci, b0 += t.chunk_rows) {
     const int64_t bc = std::min(t.chunk_rows, t.bt - b0);
     core::gemm(x.row_block(b0, bc), w.t(), GemmMatrix::rowmajor(logits, DType::kFloat32, bc, v, v), false,
@@ -292,6 +461,7 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
         const FlceRowResult res = flce_row_result(spec, i, tc >= 0, m, s, tc >= 0 ? row[tc] : 0.0f, wz);
         row_ce[i] = res.ce;
         row_zloss[i] = res.zloss;
+        if (filter) row_coef[r] = res.coef_p;
         FlceGradRow gr;
         gr.src = row;
         gr.n = v;
@@ -311,6 +481,14 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
     });
     if (f.grad_bias_acc) accumulate_columns(k, f.grad_bias_acc, g, dt, bc, v, t.threads);
     const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, v, v);
+    if (filter) {
+      // grad_weight sums over chunks in fp32 (the accumulator, or the fp32 output), or is complete
+      // after the one chunk (16-bit, whole plan).
+      const bool gw_sums = acc_w || dt == DType::kFloat32;
+      filtered_gradients(k, gm, row_coef.data(), x.row_block(b0, bc), w, f, complete_into(gin.row_block(b0, bc)),
+                         gw_sums ? accumulate_into(gw_acc, gw_written.data()) : complete_into(gw), t.threads);
+      continue;
+    }
     core::gemm(gm, w, gin.row_block(b0, bc), false, t.threads);
     if (acc_w)
       core::gemm(gm.t(), x.row_block(b0, bc), GemmMatrix::rowmajor(acc_w, DType::kFloat32, v, h, h), ci > 0,
@@ -318,6 +496,7 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
     else
       core::gemm(gm.t(), x.row_block(b0, bc), gw, ci > 0, t.threads);
   }
+  if (filter && (acc_w || dt == DType::kFloat32)) zero_unwritten_rows(k, gw_acc, gw_written.data());
   if (acc_w) cast_rows(k, acc_w, grad_weight, 0, v, t.threads);
 }
 

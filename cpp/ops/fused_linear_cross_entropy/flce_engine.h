@@ -23,7 +23,15 @@ struct FlceFeatures {
   const float* row_target_coef = nullptr;   // gradient: per row target coefficient (null: = row grad)
   const float* row_uniform_coef = nullptr;  // gradient: per row uniform (label smoothing) coefficient
   float* grad_bias_acc = nullptr;  // (V) fp32: += column sums of G (rounded G), or null
+  // Gradient filtering (opt-in, Cut Cross Entropy's idea): > 0 cuts each G block into kFilterRows x
+  // kFilterCols blocks and skips both gradient GEMMs' work on every block whose entries all have
+  // |g| < filter_eps * |the row's softmax coefficient|. 0: exact.
+  float filter_eps = 0.0f;
+  int64_t* filter_counts = nullptr;  // [active, total] G blocks, added to (diagnostics), or null
 };
+
+constexpr int64_t kFilterRows = 64;   // rows of G per filtering block
+constexpr int64_t kFilterCols = 128;  // vocabulary columns of G per filtering block
 
 // Per-row loss terms and gradient coefficients of the single-process op (SEMANTICS section 5 plus
 // PyTorch's label smoothing / class weights, z-loss). ce = (1 - eps) w_t (lse - z_t) +

@@ -70,6 +70,8 @@ void validate_options(const Args& a, Reduction reduction, const FusedLinearCross
               ": lse_square_scale must be finite and >= 0, got ", o.lse_square_scale);
   core::check(std::isfinite(o.softcap) && o.softcap >= 0.0f, kOp, ": softcap must be finite and > 0 (0: none), got ",
               o.softcap);
+  core::check(std::isfinite(o.filter_eps) && o.filter_eps >= 0.0f, kOp,
+              ": filter_eps must be finite and >= 0 (0: exact), got ", o.filter_eps);
   core::check(o.memory_budget >= 0, kOp, ": memory_budget must be >= 0 bytes (0: default), got ", o.memory_budget);
 }
 
@@ -256,6 +258,9 @@ void FusedLaunch::run(void* workspace) {
   f.softcap = o_.softcap;
   f.class_w = has_cw ? cw.data() : nullptr;
   f.grad_bias_acc = gb_acc.empty() ? nullptr : gb_acc.data();
+  f.filter_eps = o_.filter_eps;
+  int64_t filter_blocks[2] = {0, 0};
+  f.filter_counts = filter_blocks;
   std::vector<float> ce(bt, 0.0f), zl(bt, 0.0f);
   if (a_.input.shape[1] == 0 && !has_bias && v > 0) {
     // H = 0 without a bias: every logit is an empty dot product, 0 (softcap(0) = 0), so each row's
@@ -314,6 +319,10 @@ void FusedLaunch::run(void* workspace) {
     const double z = mean ? z_total / double(valid) : z_total;
     loss.set_f32(0, float(c + z));
     if (want_z) zout.set_f32(0, float(z));
+  }
+  if (o_.filter_blocks) {
+    o_.filter_blocks[0] = filter_blocks[0];
+    o_.filter_blocks[1] = filter_blocks[1];
   }
   if (core::present(a_.grad_bias)) {
     const TensorView& gb = a_.grad_bias;

@@ -46,6 +46,9 @@ struct FlceKernels {
   float (*weighted_sum)(const float* z, const float* w, int64_t n);
   // acc[j] += g[j] (g: n contiguous elements of dtype), fp32.
   void (*accumulate_row)(float* acc, const void* g, DType dtype, int64_t n);
+  // Gradient filtering: flags[b] = 1 if some g[j] of column block b (columns [b * block, (b + 1) *
+  // block) of the n contiguous elements of dtype) has |g[j]| >= eps or is NaN; other flags untouched.
+  void (*mark_active)(const void* g, DType dtype, int64_t n, int64_t block, float eps, uint8_t* flags);
 };
 
 const FlceKernels* flce_kernels_scalar();

@@ -45,6 +45,12 @@ def optional_numpy(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
     return None if t is None else as_numpy(t)
 
 
+def numpy_dtype(dtype: torch.dtype) -> Optional[np.dtype]:
+    """The NumPy dtype of a kernel float dtype (bfloat16 as ``ml_dtypes.bfloat16``), else None."""
+    return {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16),
+            torch.bfloat16: np.dtype(ml_dtypes.bfloat16)}.get(dtype)
+
+
 def from_numpy(a: np.ndarray) -> torch.Tensor:
     """The tensor over a NumPy array's memory (bfloat16 through an int16 view)."""
     if a.dtype == ml_dtypes.bfloat16:

@@ -28,7 +28,8 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
-from ._tensor import KERNEL_FLOAT_DTYPES, unsupported_reason
+from .._fused_linear_cross_entropy import filter_threshold
+from ._tensor import KERNEL_FLOAT_DTYPES, numpy_dtype, unsupported_reason
 
 __all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
 
@@ -233,7 +234,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
 def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
                          linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
-                         options=None) -> Tensor:
+                         options=None, filter_eps: Union[None, str, float] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices. With autograd and
@@ -250,8 +251,14 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     K-dimensional weights, are computed as ``F.linear`` followed by tilegrad's :func:`cross_entropy`
     (full logits). ``options`` (torch's chunking options) is accepted and ignored on tilegrad's
     path, which is chunked already.
+
+    ``filter_eps`` (a tilegrad extension; None: exact): gradient filtering as in
+    :func:`tilegrad.fused_linear_cross_entropy` (``"auto"`` = ``finfo(dtype).eps / 32``, 2**-12 for
+    bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
     """
     _check_reduction("linear_cross_entropy", reduction)
+    # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
+    eps = filter_threshold(filter_eps, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
     if ignore_index is None:
         ignore_index = -100
     loss_dtype = input.dtype
@@ -273,7 +280,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
         class_weight = None if weight is None else weight.to(torch.float32)
         loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
-                                                               _ops.REDUCTION_CODES[reduction])
+                                                               _ops.REDUCTION_CODES[reduction], eps)
         return loss.to(loss_dtype)
     if rows_ok and plain:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index).to(loss_dtype)

@@ -7,24 +7,11 @@
 
 #include "acl/acl.h"
 #include "aclnn_silu_backward.h"
-
-#define CHECK_RET(cond, return_expr) \
-  do {                               \
-    if (!(cond)) {                   \
-      return_expr;                   \
-    }                                \
-  } while (0)
-
-#define LOG_PRINT(message, ...)     \
-  do {                              \
-    printf(message, ##__VA_ARGS__); \
-  } while (0)
+#include "sample_common.h"
 
 int main() {
-  CHECK_RET(aclInit(nullptr) == ACL_SUCCESS, return 1);
-  CHECK_RET(aclrtSetDevice(0) == ACL_SUCCESS, return 1);
   aclrtStream stream;
-  CHECK_RET(aclrtCreateStream(&stream) == ACL_SUCCESS, return 1);
+  CHECK_RET(Init(0, &stream) == 0, return 1);
 
   std::vector<int64_t> shape = {1, 2, 3};
   std::vector<int64_t> strides = {6, 3, 1};
@@ -88,8 +75,6 @@ int main() {
   if (workspaceSize > 0) {
     aclrtFree(workspaceAddr);
   }
-  aclrtDestroyStream(stream);
-  aclrtResetDevice(0);
-  aclFinalize();
+  Finalize(0, stream);
   return 0;
 }

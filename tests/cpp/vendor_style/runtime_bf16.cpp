@@ -12,24 +12,7 @@
 #include "acl/acl.h"
 #include "aclnn/opdev/bfloat16.h"
 #include "aclnn_silu_backward.h"
-
-#define CHECK_RET(cond, return_expr) \
-  do {                               \
-    if (!(cond)) {                   \
-      return_expr;                   \
-    }                                \
-  } while (0)
-
-#define LOG_PRINT(message, ...)     \
-  do {                              \
-    printf(message, ##__VA_ARGS__); \
-  } while (0)
-
-#define CHECK_ACL(expr)                                                         \
-  do {                                                                          \
-    auto ret_ = (expr);                                                         \
-    CHECK_RET(ret_ == 0, LOG_PRINT("%s failed. ERROR: %d\n", #expr, ret_); return 1); \
-  } while (0)
+#include "sample_common.h"  // CHECK_RET, LOG_PRINT, CHECK_ACL
 
 int CheckHelpers() {
   // aclFloat16 conversions round to nearest even.

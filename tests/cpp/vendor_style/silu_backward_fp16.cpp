@@ -9,164 +9,66 @@
 #include "acl/acl.h"
 #include "aclnn/opdev/fp16_t.h"
 #include "aclnn_silu_backward.h"
+#include "sample_common.h"  // SampleTensors, CHECK_ACL, RunSample (in the sample project: inc/)
 
-#define CHECK_RET(cond, return_expr) \
-  do {                               \
-    if (!(cond)) {                   \
-      return_expr;                   \
-    }                                \
-  } while (0)
-
-#define LOG_PRINT(message, ...)     \
-  do {                              \
-    printf(message, ##__VA_ARGS__); \
-  } while (0)
-
-int64_t GetShapeSize(const std::vector<int64_t>& shape) {
-  int64_t shapeSize = 1;
-  for (auto i : shape) {
-    shapeSize *= i;
-  }
-  return shapeSize;
-}
-
-int Init(int32_t deviceId, aclrtStream* stream) {
-  auto ret = aclInit(nullptr);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclInit failed. ERROR: %d\n", ret); return ret);
-  ret = aclrtSetDevice(deviceId);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtSetDevice failed. ERROR: %d\n", ret); return ret);
-  ret = aclrtCreateStream(stream);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtCreateStream failed. ERROR: %d\n", ret); return ret);
-  return 0;
-}
-
-template <typename T>
-int CreateAclTensor(const std::vector<T>& hostData, const std::vector<int64_t>& shape, void** deviceAddr,
-                    aclDataType dataType, aclTensor** tensor) {
-  auto size = GetShapeSize(shape) * sizeof(T);
-  auto ret = aclrtMalloc(deviceAddr, size, ACL_MEM_MALLOC_HUGE_FIRST);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtMalloc failed. ERROR: %d\n", ret); return ret);
-  ret = aclrtMemcpy(*deviceAddr, size, hostData.data(), size, ACL_MEMCPY_HOST_TO_DEVICE);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtMemcpy failed. ERROR: %d\n", ret); return ret);
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; i--) {
-    strides[i] = shape[i + 1] * strides[i + 1];
-  }
-  *tensor = aclCreateTensor(shape.data(), shape.size(), dataType, strides.data(), 0, aclFormat::ACL_FORMAT_ND,
-                            shape.data(), shape.size(), *deviceAddr);
-  return 0;
-}
-
-int PrintResult(int round, void* deviceAddr, const std::vector<int64_t>& shape) {
-  auto size = GetShapeSize(shape);
-  std::vector<op::fp16_t> resultData(size, 0);
-  auto ret = aclrtMemcpy(resultData.data(), resultData.size() * sizeof(resultData[0]), deviceAddr,
-                         size * sizeof(resultData[0]), ACL_MEMCPY_DEVICE_TO_HOST);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("copy result from device to host failed. ERROR: %d\n", ret); return ret);
-  for (int64_t i = 0; i < size; i++) {
-    LOG_PRINT("round %d result[%ld] is: %.9g\n", round, static_cast<long>(i), static_cast<float>(resultData[i]));
+// Prints the float16 data of `tensor` as "round R result[i] is: v".
+int PrintResult(int round, const SampleTensors& tensors, const aclTensor* tensor) {
+  std::vector<op::fp16_t> resultData;
+  CHECK_RET(tensors.Read(tensor, &resultData) == 0, return 1);
+  for (size_t i = 0; i < resultData.size(); i++) {
+    LOG_PRINT("round %d result[%zu] is: %.9g\n", round, i, static_cast<float>(resultData[i]));
   }
   return 0;
 }
 
-int main() {
-  int32_t deviceId = 0;
-  aclrtStream stream;
-  auto ret = Init(deviceId, &stream);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("Init acl failed. ERROR: %d\n", ret); return ret);
+// One launch of the repeatable executor, then the output (the memory of `result`) printed.
+int LaunchAndPrint(int round, aclOpExecutor* executor, void* workspaceAddr, uint64_t workspaceSize,
+                   aclrtStream stream, const SampleTensors& tensors, const aclTensor* result) {
+  CHECK_ACL(aclnnSiluBackward(workspaceAddr, workspaceSize, executor, stream));
+  CHECK_ACL(aclrtSynchronizeStream(stream));
+  return PrintResult(round, tensors, result);
+}
 
-  std::vector<int64_t> shape = {2, 4};
-  std::vector<op::fp16_t> gradOutputHostData = {1, 1, 1, 1, 0.5, -2, 3.25, 1e-3};
-  std::vector<op::fp16_t> selfHostData = {1, 2, 3, 4, -1.5, 0.25, -6, 10};
-  std::vector<op::fp16_t> gradInputHostData(8, 0);
-  void* gradOutputDeviceAddr = nullptr;
-  void* selfDeviceAddr = nullptr;
-  void* gradInputDeviceAddr = nullptr;
-  aclTensor* gradOutput = nullptr;
-  aclTensor* self = nullptr;
-  aclTensor* gradInput = nullptr;
-  ret = CreateAclTensor(gradOutputHostData, shape, &gradOutputDeviceAddr, aclDataType::ACL_FLOAT16, &gradOutput);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = CreateAclTensor(selfHostData, shape, &selfDeviceAddr, aclDataType::ACL_FLOAT16, &self);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = CreateAclTensor(gradInputHostData, shape, &gradInputDeviceAddr, aclDataType::ACL_FLOAT16, &gradInput);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
+int RepeatableExecutorRounds(aclrtStream stream) {
+  const std::vector<int64_t> shape = {2, 4};
+  SampleTensors tensors;
+  aclTensor* gradOutput = tensors.Create(std::vector<op::fp16_t>{1, 1, 1, 1, 0.5, -2, 3.25, 1e-3}, shape, ACL_FLOAT16);
+  aclTensor* self = tensors.Create(std::vector<op::fp16_t>{1, 2, 3, 4, -1.5, 0.25, -6, 10}, shape, ACL_FLOAT16);
+  aclTensor* gradInput = tensors.Zeros<op::fp16_t>(shape, ACL_FLOAT16);
+  // Round 1's buffers: new self data and a new output, swapped into the same executor.
+  aclTensor* nextSelf = tensors.Create(std::vector<op::fp16_t>{0.5, -0.5, 7, -3, 2.5, 0, 1.75, -0.125}, shape,
+                                       ACL_FLOAT16);
+  aclTensor* nextGradInput = tensors.Zeros<op::fp16_t>(shape, ACL_FLOAT16);
+  CHECK_RET(gradOutput && self && gradInput && nextSelf && nextGradInput, return 1);
 
   // First phase once; the executor is made repeatable right after it.
   uint64_t workspaceSize = 0;
   aclOpExecutor* executor;
-  ret = aclnnSiluBackwardGetWorkspaceSize(gradOutput, self, gradInput, &workspaceSize, &executor);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnSiluBackwardGetWorkspaceSize failed. ERROR: %d\n", ret); return ret);
-  ret = aclSetAclOpExecutorRepeatable(executor);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclSetAclOpExecutorRepeatable failed. ERROR: %d\n", ret); return ret);
+  CHECK_ACL(aclnnSiluBackwardGetWorkspaceSize(gradOutput, self, gradInput, &workspaceSize, &executor));
+  CHECK_ACL(aclSetAclOpExecutorRepeatable(executor));
   void* workspaceAddr = nullptr;
-  if (workspaceSize > 0) {
-    ret = aclrtMalloc(&workspaceAddr, workspaceSize, ACL_MEM_MALLOC_HUGE_FIRST);
-    CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("allocate workspace failed. ERROR: %d\n", ret); return ret);
-  }
+  if (workspaceSize > 0) CHECK_ACL(aclrtMalloc(&workspaceAddr, workspaceSize, ACL_MEM_MALLOC_HUGE_FIRST));
 
   // Round 0: the addresses of the first phase.
-  ret = aclnnSiluBackward(workspaceAddr, workspaceSize, executor, stream);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnSiluBackward failed. ERROR: %d\n", ret); return ret);
-  ret = aclrtSynchronizeStream(stream);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtSynchronizeStream failed. ERROR: %d\n", ret); return ret);
-  ret = PrintResult(0, gradInputDeviceAddr, shape);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-
-  // Round 1: new self data in a new buffer, a new output buffer, same executor.
-  std::vector<op::fp16_t> nextSelfHostData = {0.5, -0.5, 7, -3, 2.5, 0, 1.75, -0.125};
-  void* nextSelfDeviceAddr = nullptr;
-  void* nextGradInputDeviceAddr = nullptr;
-  size_t bytes = nextSelfHostData.size() * sizeof(op::fp16_t);
-  ret = aclrtMalloc(&nextSelfDeviceAddr, bytes, ACL_MEM_MALLOC_HUGE_FIRST);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = aclrtMalloc(&nextGradInputDeviceAddr, bytes, ACL_MEM_MALLOC_HUGE_FIRST);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = aclrtMemcpy(nextSelfDeviceAddr, bytes, nextSelfHostData.data(), bytes, ACL_MEMCPY_HOST_TO_DEVICE);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = aclSetInputTensorAddr(executor, 1, self, nextSelfDeviceAddr);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclSetInputTensorAddr failed. ERROR: %d\n", ret); return ret);
-  ret = aclSetOutputTensorAddr(executor, 0, gradInput, nextGradInputDeviceAddr);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclSetOutputTensorAddr failed. ERROR: %d\n", ret); return ret);
-  ret = aclnnSiluBackward(workspaceAddr, workspaceSize, executor, stream);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnSiluBackward (round 1) failed. ERROR: %d\n", ret); return ret);
-  ret = aclrtSynchronizeStream(stream);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = PrintResult(1, nextGradInputDeviceAddr, shape);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-
+  int failures = LaunchAndPrint(0, executor, workspaceAddr, workspaceSize, stream, tensors, gradInput);
+  // Round 1: the new buffers.
+  CHECK_ACL(aclSetInputTensorAddr(executor, 1, self, tensors.DeviceAddr(nextSelf)));
+  CHECK_ACL(aclSetOutputTensorAddr(executor, 0, gradInput, tensors.DeviceAddr(nextGradInput)));
+  failures += LaunchAndPrint(1, executor, workspaceAddr, workspaceSize, stream, tensors, nextGradInput);
   // Round 2: the first buffers again; the round-0 output is overwritten with the same values.
-  ret = aclSetInputTensorAddr(executor, 1, self, selfDeviceAddr);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = aclSetOutputTensorAddr(executor, 0, gradInput, gradInputDeviceAddr);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = aclrtMemset(gradInputDeviceAddr, bytes, 0, bytes);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
-  ret = aclnnSiluBackward(workspaceAddr, workspaceSize, executor, stream);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnSiluBackward (round 2) failed. ERROR: %d\n", ret); return ret);
-  ret = PrintResult(2, gradInputDeviceAddr, shape);
-  CHECK_RET(ret == ACL_SUCCESS, return ret);
+  CHECK_ACL(aclSetInputTensorAddr(executor, 1, self, tensors.DeviceAddr(self)));
+  CHECK_ACL(aclSetOutputTensorAddr(executor, 0, gradInput, tensors.DeviceAddr(gradInput)));
+  const size_t bytes = GetShapeSize(shape) * sizeof(op::fp16_t);
+  CHECK_ACL(aclrtMemset(tensors.DeviceAddr(gradInput), bytes, 0, bytes));
+  failures += LaunchAndPrint(2, executor, workspaceAddr, workspaceSize, stream, tensors, gradInput);
 
   // A repeatable executor lives until it is destroyed; afterwards it is gone.
-  ret = aclDestroyAclOpExecutor(executor);
-  CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclDestroyAclOpExecutor failed. ERROR: %d\n", ret); return ret);
-  ret = aclnnSiluBackward(workspaceAddr, workspaceSize, executor, stream);
-  CHECK_RET(ret != ACL_SUCCESS, LOG_PRINT("a destroyed executor launched\n"); return 1);
+  CHECK_ACL(aclDestroyAclOpExecutor(executor));
+  CHECK_RET(aclnnSiluBackward(workspaceAddr, workspaceSize, executor, stream) != ACL_SUCCESS,
+            LOG_PRINT("a destroyed executor launched\n"); ++failures);
   (void)aclGetRecentErrMsg();
-
-  aclDestroyTensor(gradOutput);
-  aclDestroyTensor(self);
-  aclDestroyTensor(gradInput);
-  aclrtFree(gradOutputDeviceAddr);
-  aclrtFree(selfDeviceAddr);
-  aclrtFree(gradInputDeviceAddr);
-  aclrtFree(nextSelfDeviceAddr);
-  aclrtFree(nextGradInputDeviceAddr);
-  if (workspaceSize > 0) {
-    aclrtFree(workspaceAddr);
-  }
-  aclrtDestroyStream(stream);
-  aclrtResetDevice(deviceId);
-  aclFinalize();
-  return 0;
+  if (workspaceAddr) aclrtFree(workspaceAddr);
+  return failures;
 }
+
+int main() { return RunSample("silu_backward_fp16", RepeatableExecutorRounds); }

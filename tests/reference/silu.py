@@ -1,5 +1,5 @@
 """Independent float64 reference for SiLU backward (SEMANTICS section 1) and the tolerances the
-tests hold tilegrad to. Written from the formula, never from tilegrad's code:
+tests hold tilegrad to (shared by the NumPy, C ABI, property, runtime and drop-in tests). Written from the formula, never from tilegrad's code:
 
     s = 1 / (1 + exp(-x)),   gradInput = gradOutput * s * (1 + x * (1 - s))
 
@@ -42,6 +42,11 @@ def silu_backward_ref(dy, x):
         ref = dy * s * (1.0 + x * c)
         scale = np.abs(dy) * s * (1.0 + np.abs(x) * c)
     return ref, scale
+
+
+def silu_backward_f64(dy, x):
+    """The exact gradient alone (float64, broadcast): ``silu_backward_ref(dy, x)[0]``."""
+    return silu_backward_ref(dy, x)[0]
 
 
 def ulp(v, dtype):

@@ -1,0 +1,1 @@
+../../vendor_style/sample_common.h
