@@ -140,10 +140,12 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         softcap: optional positive logit cap.
         grad_output: upstream gradient: a scalar, or ``(BT,)`` per row for ``"none"`` (default 1).
         filter_eps: gradient filtering (Cut Cross Entropy's idea). None (default): exact. A float
-            ``eps > 0``: the logits gradient is cut into blocks of 64 rows x 128 vocabulary columns
-            and every block whose entries all have ``|g| < eps`` is left out of both gradient GEMMs
-            (the loss stays exact; each dropped entry is below ``eps`` in magnitude, so the error of
-            an output element is at most ``eps`` times the sum of the magnitudes it multiplies).
+            ``eps > 0``: each block of the logits gradient the plan forms (a row chunk, or a
+            vocabulary-outer block) is cut into blocks of 64 rows x 128 vocabulary columns, and every
+            block whose entries of ``p - onehot(target)`` (before the upstream gradient and the
+            mean's 1/N) are all below ``eps`` in magnitude is left out of both gradient GEMMs. The
+            loss and grad_bias stay exact; the dropped entries are each below ``eps`` but their sum
+            is not (a few percent of softmax mass over many columns can exceed bfloat16 resolution).
             ``"auto"``: ``finfo(dtype).eps / 32`` of the input dtype (2**-12 for bfloat16, 2**-15
             for float16, 2**-28 for float32). Worth it when the softmax mass of each row sits in a
             few hundred columns, as in a trained language model; see

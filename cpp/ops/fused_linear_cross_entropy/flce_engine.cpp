@@ -322,8 +322,12 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
   const GemmMatrix gin = matrix_of(grad_input), gw = matrix_of(grad_weight);
   const bool filter = f && f->filter_eps > 0.0f;
   std::vector<uint8_t> gin_written(filter ? t.acc_input_rows : 0, 0), gw_written(filter ? t.acc_weight_rows : 0, 0);
-  const auto finish_acc = [&](float* acc, int64_t rows, std::vector<uint8_t>& written) {
-    if (filter) zero_unwritten_rows(k, GemmMatrix::rowmajor(acc, DType::kFloat32, rows, h, h), written.data());
+  // An fp32 accumulator's rows, rounded into out rows [r0, r0 + rows) (filtering: unreached rows are 0).
+  const auto flush = [&](const float* acc, std::vector<uint8_t>& written, const TensorView& out, int64_t r0,
+                         int64_t rows) {
+    if (filter)
+      zero_unwritten_rows(k, GemmMatrix::rowmajor(acc, DType::kFloat32, rows, h, h), written.data());
+    cast_rows(k, acc, out, r0, rows, t.threads);
   };
 
   const auto block = [&](int64_t b0, int64_t bc, int64_t v0, int64_t vc, int64_t bi, int64_t vi) {
@@ -400,29 +404,17 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
       const int64_t vc = std::min(t.v_chunk, t.v - v0);
       for (int64_t bi = 0, b0 = 0; b0 < t.bt; ++bi, b0 += t.bt_chunk)
         block(b0, std::min(t.bt_chunk, t.bt - b0), v0, vc, bi, vi);
-      if (!t.grad_weight_direct) {
-        finish_acc(acc_w, vc, gw_written);
-        cast_rows(k, acc_w, grad_weight, v0, vc, t.threads);
-      }
+      if (!t.grad_weight_direct) flush(acc_w, gw_written, grad_weight, v0, vc);
     }
-    if (!t.grad_input_direct) {
-      finish_acc(acc_in, t.bt, gin_written);
-      cast_rows(k, acc_in, grad_input, 0, t.bt, t.threads);
-    }
+    if (!t.grad_input_direct) flush(acc_in, gin_written, grad_input, 0, t.bt);
   } else {
     for (int64_t bi = 0, b0 = 0; b0 < t.bt; ++bi, b0 += t.bt_chunk) {
       const int64_t bc = std::min(t.bt_chunk, t.bt - b0);
       for (int64_t vi = 0, v0 = 0; v0 < t.v; ++vi, v0 += t.v_chunk)
         block(b0, bc, v0, std::min(t.v_chunk, t.v - v0), bi, vi);
-      if (!t.grad_input_direct) {
-        finish_acc(acc_in, bc, gin_written);
-        cast_rows(k, acc_in, grad_input, b0, bc, t.threads);
-      }
+      if (!t.grad_input_direct) flush(acc_in, gin_written, grad_input, b0, bc);
     }
-    if (!t.grad_weight_direct) {
-      finish_acc(acc_w, t.v, gw_written);
-      cast_rows(k, acc_w, grad_weight, 0, t.v, t.threads);
-    }
+    if (!t.grad_weight_direct) flush(acc_w, gw_written, grad_weight, 0, t.v);
   }
 }
 
