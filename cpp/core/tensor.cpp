@@ -71,8 +71,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 namespace core {
 
-bool is_float_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
-
 std::string dtype_list(std::initializer_list<DType> allowed) {
   std::string s;
   for (DType d : allowed) s += (s.empty() ? "" : ", ") + std::string(dtype_name(d));

@@ -49,6 +49,9 @@ struct ByteExtent {
 };
 ByteExtent byte_extent(const TensorView& t);
 
-bool is_float_dtype(DType d);  // float32, float16, bfloat16
+// float32, float16, bfloat16 (inline: the Python module uses it too).
+inline bool is_float_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
 
 }  // namespace tilegrad::core

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "core/gemm.h"
+#include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
 #include "py_args.h"
 #include "py_tensor.h"
@@ -12,7 +13,6 @@ namespace py = pybind11;
 using namespace tilegrad;
 
 namespace {
-bool is_float(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
 core::Platform platform(int threads, const std::string& isa) {
   return py_support::platform_from(threads, 32 << 10, 1 << 20, 32 << 20, isa);
@@ -33,7 +33,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         const TensorView vcw = py_support::optional_view_of(class_weight, "class_weight");
         const TensorView vgo = py_support::optional_view_of(grad_output, "grad_output");
         const Reduction reduction = py_support::reduction_of("fused_linear_cross_entropy", reduction_arg);
-        const DType dt = is_float(x.dtype) ? x.dtype : DType::kFloat32;
+        const DType dt = core::is_float_dtype(x.dtype) ? x.dtype : DType::kFloat32;
         const int64_t bt = x.rank() >= 1 ? x.shape[0] : 0, h = x.rank() >= 2 ? x.shape[1] : 0;
         const int64_t v = w.rank() >= 1 ? w.shape[0] : 0;
         const std::vector<int64_t> loss_shape =
