@@ -4,9 +4,11 @@ Python threads, thread-count determinism."""
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,20 @@ from reference.silu import BF16, F16, F32, assert_silu_close
 
 ISAS = ["scalar", "avx2", "avx512"]
 AVAILABLE = ISAS[: ISAS.index(tg.detected_isa()) + 1]
+
+
+def _pyproject_version() -> str:
+    """The version as written in pyproject.toml, its one source (the build, the metadata and the
+    library all report it)."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11: the line CMakeLists.txt reads
+        return re.search(r'^version = "([^"]+)"$', text, re.MULTILINE).group(1)
+    return tomllib.loads(text)["project"]["version"]
+
+
+VERSION = _pyproject_version()
 
 
 def _python(code, env_extra=None, args=None):
@@ -136,7 +152,7 @@ def test_python_m_tilegrad_summary():
     assert lines[0] == f"tilegrad {tg.__version__}"
     assert f"detected ISA: {tg.detected_isa()}" in out
     assert "threads:      2" in out
-    assert "build:        tilegrad 0.1.0; compiler" in out and "no -ffast-math" in out
+    assert f"build:        tilegrad {VERSION}; compiler" in out and "no -ffast-math" in out
     assert f"cmake dir:    {tg.get_cmake_dir()}" in out
     assert "caches:       L1" in out
 
@@ -171,8 +187,8 @@ def test_one_library_file_and_one_instance():
 
 def test_build_info_and_version():
     info = tg.build_info()
-    assert info.startswith("tilegrad 0.1.0;") and "no -ffast-math" in info and "OpenMP" in info
-    assert tg.__version__ == "0.1.0"
+    assert info.startswith(f"tilegrad {VERSION};") and "no -ffast-math" in info and "OpenMP" in info
+    assert tg.__version__ == VERSION
     from tilegrad import _core
     p = _core.platform()
     assert set(p) == {"threads", "l1_bytes", "l2_bytes", "l3_bytes", "isa"}

@@ -71,8 +71,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 namespace core {
 
-bool is_float_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
-
 std::string dtype_list(std::initializer_list<DType> allowed) {
   std::string s;
   for (DType d : allowed) s += (s.empty() ? "" : ", ") + std::string(dtype_name(d));
@@ -84,6 +82,12 @@ void require_dtype(const char* op, const char* arg, const TensorView& t, std::in
     if (t.dtype == d) return;
   fail(Status::kParamInvalid, op, ": ", arg, " dtype must be one of {", dtype_list(allowed), "}, got ",
        dtype_name(t.dtype));
+}
+
+void require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
+                        const TensorView& ref) {
+  check(t.dtype == ref.dtype, op, ": ", arg, " dtype ", dtype_name(t.dtype), " != ", ref_arg, " dtype ",
+        dtype_name(ref.dtype));
 }
 
 void require_rank_at_most(const char* op, const char* arg, const TensorView& t, int max_rank) {

@@ -13,7 +13,16 @@ namespace tilegrad::core {
 
 std::string dtype_list(std::initializer_list<DType> allowed);  // "float32, float16, bfloat16"
 
+// An optional tensor was given: anything but the empty TensorView{} (no data, no dtype), which is
+// what an absent tensor becomes on every way in (a null aclTensor*, Python's None, a null pointer
+// or TensorView{} in the native API). A view with data but no dtype counts as given, so it fails its
+// dtype check instead of being silently taken for "absent".
+inline bool present(const TensorView& t) { return t.dtype != DType::kUndefined || t.data != nullptr; }
+
 void require_dtype(const char* op, const char* arg, const TensorView& t, std::initializer_list<DType> allowed);
+// t has the dtype of the reference tensor ref ("<op>: weight dtype float16 != input dtype bfloat16").
+void require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
+                        const TensorView& ref);
 void require_rank_at_most(const char* op, const char* arg, const TensorView& t, int max_rank = kMaxDims);
 void require_rank(const char* op, const char* arg, const TensorView& t, int lo, int hi);
 void require_shape(const char* op, const char* arg, const TensorView& t, const std::vector<int64_t>& shape,
@@ -40,6 +49,9 @@ struct ByteExtent {
 };
 ByteExtent byte_extent(const TensorView& t);
 
-bool is_float_dtype(DType d);  // float32, float16, bfloat16
+// float32, float16, bfloat16 (inline: the Python module uses it too).
+inline bool is_float_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
 
 }  // namespace tilegrad::core

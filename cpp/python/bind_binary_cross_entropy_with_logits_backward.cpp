@@ -1,15 +1,15 @@
 // Python binding of aclnnBinaryCrossEntropyWithLogitsBackward:
 // tilegrad._core.binary_cross_entropy_with_logits_backward(grad_output, input, target, weight=None,
-// pos_weight=None, reduction=1, out=None); reduction is 0/1/2 or "none"/"mean"/"sum".
+// pos_weight=None, reduction="mean", out=None); reduction is "none"/"mean"/"sum" or the aclnn codes 0/1/2.
 #include <pybind11/pybind11.h>
 
 #include <string>
 
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
+#include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
-#include "tilegrad/status.hpp"
 
 namespace py = pybind11;
 using namespace tilegrad;
@@ -17,29 +17,6 @@ using namespace tilegrad;
 namespace {
 
 constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogitsBackward";
-
-int64_t reduction_code(const py::object& r) {
-  if (py::isinstance<py::str>(r)) {
-    const std::string s = r.cast<std::string>();
-    if (s == "none") return 0;
-    if (s == "mean") return 1;
-    if (s == "sum") return 2;
-    throw Error(Status::kParamInvalid, std::string(kOp) + ": reduction must be 'none', 'mean' or 'sum' (or 0, 1, 2), got '" + s + "'");
-  }
-  // Python and NumPy integers (anything with __index__), but not bool.
-  if (py::isinstance<py::bool_>(r) || PyBool_Check(r.ptr()) || !PyIndex_Check(r.ptr()))
-    throw py::type_error(std::string(kOp) + ": reduction must be a str or an int, got " +
-                         py::str(py::type::of(r).attr("__name__")).cast<std::string>());
-  const py::int_ value = py::reinterpret_steal<py::int_>(PyNumber_Index(r.ptr()));
-  if (!value) throw py::error_already_set();
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-  if (overflow)
-    throw Error(Status::kParamInvalid, std::string(kOp) + ": reduction must be 0 (none), 1 (mean) or 2 (sum), got " +
-                                           py::str(value).cast<std::string>());
-  return static_cast<int64_t>(v);
-}
-
 }  // namespace
 
 void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
@@ -52,7 +29,7 @@ void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
         const TensorView t = py_support::view_of(target, "target");
         const TensorView w = py_support::optional_view_of(weight, "weight");
         const TensorView pw = py_support::optional_view_of(pos_weight, "pos_weight");
-        const int64_t red = reduction_code(reduction);
+        const Reduction red = py_support::reduction_of(kOp, reduction, /*accept_codes=*/true);
         py::object result =
             out.is_none()
                 ? py::object(py_support::allocate(binary_cross_entropy_with_logits_backward_output_spec(dy, x, t, w, pw), kOp, "out"))
@@ -65,7 +42,7 @@ void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
         return result;
       },
       py::arg("grad_output"), py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
-      py::arg("pos_weight") = py::none(), py::arg("reduction") = 1, py::arg("out") = py::none());
+      py::arg("pos_weight") = py::none(), py::arg("reduction") = "mean", py::arg("out") = py::none());
 
   m.def(
       "_binary_cross_entropy_with_logits_backward_tiling",

@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "ops/cross_entropy_loss/cross_entropy_loss_tiling.h"
+#include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/cross_entropy.hpp"
@@ -16,13 +17,15 @@ constexpr const char* kOp = "aclnnCrossEntropyLoss";
 void bind_cross_entropy_loss(py::module_& m) {
   m.def(
       "cross_entropy_loss",
-      [](const py::object& input, const py::object& target, const py::object& weight, const std::string& reduction,
+      [](const py::object& input, const py::object& target, const py::object& weight, const py::object& reduction,
          int64_t ignore_index, double label_smoothing, double lse_square_scale_for_zloss, bool return_zloss,
          const py::object& out) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView t = py_support::view_of(target, "target");
         const TensorView w = py_support::optional_view_of(weight, "weight");
-        const CrossEntropyLossOutputSpecs specs = cross_entropy_loss_output_specs(x, t, reduction);
+        const CrossEntropyOptions o{py_support::reduction_of(kOp, reduction), ignore_index, label_smoothing,
+                                    lse_square_scale_for_zloss};
+        const CrossEntropyLossOutputSpecs specs = cross_entropy_loss_output_specs(x, t, o.reduction);
         py::array loss = py_support::allocate(specs.loss, kOp, "loss");
         py::object log_prob = out.is_none() ? py::object(py_support::allocate(specs.log_prob, kOp, "log_prob")) : out;
         py::object zloss = py::none(), lse = py::none();
@@ -35,11 +38,6 @@ void bind_cross_entropy_loss(py::module_& m) {
         }
         const TensorView lossv = py_support::view_of(loss, "loss", true);
         const TensorView lpv = py_support::view_of(log_prob, "log_prob", true);
-        CrossEntropyOptions o;
-        o.reduction = reduction;
-        o.ignore_index = ignore_index;
-        o.label_smoothing = label_smoothing;
-        o.lse_square_scale_for_zloss = lse_square_scale_for_zloss;
         {
           py::gil_scoped_release release;
           cross_entropy_loss(x, t, w, o, lossv, lpv, zv, lv);

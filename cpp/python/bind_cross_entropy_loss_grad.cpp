@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "ops/cross_entropy_loss_grad/cross_entropy_loss_grad_tiling.h"
+#include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/cross_entropy.hpp"
@@ -17,7 +18,7 @@ void bind_cross_entropy_loss_grad(py::module_& m) {
   m.def(
       "cross_entropy_loss_grad",
       [](const py::object& grad_loss, const py::object& log_prob, const py::object& target, const py::object& weight,
-         const py::object& grad_zloss, const py::object& lse_for_zloss, const std::string& reduction,
+         const py::object& grad_zloss, const py::object& lse_for_zloss, const py::object& reduction,
          int64_t ignore_index, double label_smoothing, double lse_square_scale_for_zloss, const py::object& out) {
         const TensorView g = py_support::view_of(grad_loss, "grad_loss");
         const TensorView lp = py_support::view_of(log_prob, "log_prob");
@@ -25,14 +26,11 @@ void bind_cross_entropy_loss_grad(py::module_& m) {
         const TensorView w = py_support::optional_view_of(weight, "weight");
         const TensorView gz = py_support::optional_view_of(grad_zloss, "grad_zloss");
         const TensorView lse = py_support::optional_view_of(lse_for_zloss, "lse_for_zloss");
+        const CrossEntropyOptions o{py_support::reduction_of(kOp, reduction), ignore_index, label_smoothing,
+                                    lse_square_scale_for_zloss};
         // A new output takes logProb's dtype and shape (validation then reports any dtype problem).
         py::object result = out.is_none() ? py::object(py_support::allocate(OutputSpec{lp.dtype, lp.shape}, kOp, "out")) : out;
         const TensorView dx = py_support::view_of(result, "out", true);
-        CrossEntropyOptions o;
-        o.reduction = reduction;
-        o.ignore_index = ignore_index;
-        o.label_smoothing = label_smoothing;
-        o.lse_square_scale_for_zloss = lse_square_scale_for_zloss;
         {
           py::gil_scoped_release release;
           cross_entropy_loss_grad(g, lp, t, w, gz, lse, o, dx);

@@ -3,7 +3,9 @@
 #include <pybind11/pybind11.h>
 
 #include "core/gemm.h"
+#include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
+#include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
@@ -12,7 +14,6 @@ namespace py = pybind11;
 using namespace tilegrad;
 
 namespace {
-bool is_float(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
 core::Platform platform(int threads, const std::string& isa) {
   return py_support::platform_from(threads, 32 << 10, 1 << 20, 32 << 20, isa);
@@ -23,7 +24,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
   m.def(
       "fused_linear_cross_entropy",
       [](const py::object& input, const py::object& weight, const py::object& target, int64_t ignore_index,
-         int64_t reduction, const py::object& bias, const py::object& class_weight, float label_smoothing,
+         const py::object& reduction_arg, const py::object& bias, const py::object& class_weight, float label_smoothing,
          float lse_square_scale, float softcap, const py::object& grad_output, int64_t memory_budget,
          float filter_eps) {
         const TensorView x = py_support::view_of(input, "input");
@@ -32,10 +33,12 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         const TensorView vb = py_support::optional_view_of(bias, "bias");
         const TensorView vcw = py_support::optional_view_of(class_weight, "class_weight");
         const TensorView vgo = py_support::optional_view_of(grad_output, "grad_output");
-        const DType dt = is_float(x.dtype) ? x.dtype : DType::kFloat32;
+        const Reduction reduction = py_support::reduction_of("fused_linear_cross_entropy", reduction_arg);
+        const DType dt = core::is_float_dtype(x.dtype) ? x.dtype : DType::kFloat32;
         const int64_t bt = x.rank() >= 1 ? x.shape[0] : 0, h = x.rank() >= 2 ? x.shape[1] : 0;
         const int64_t v = w.rank() >= 1 ? w.shape[0] : 0;
-        const std::vector<int64_t> loss_shape = reduction == 0 ? std::vector<int64_t>{bt} : std::vector<int64_t>{};
+        const std::vector<int64_t> loss_shape =
+            reduction == Reduction::kNone ? std::vector<int64_t>{bt} : std::vector<int64_t>{};
         py::array loss = py_support::allocate({DType::kFloat32, loss_shape});
         py::array zl = py_support::allocate({DType::kFloat32, loss_shape});
         py::array gi = py_support::allocate({dt, {bt, h}});
@@ -67,7 +70,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         return py::make_tuple(loss, gi, gw, gb, zl, py::make_tuple(filter_blocks[0], filter_blocks[1]));
       },
       py::arg("input"), py::arg("weight"), py::arg("target"), py::arg("ignore_index") = -100,
-      py::arg("reduction") = 1, py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
+      py::arg("reduction") = "mean", py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
       py::arg("label_smoothing") = 0.0f, py::arg("lse_square_scale") = 0.0f, py::arg("softcap") = 0.0f,
       py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0, py::arg("filter_eps") = 0.0f);
 

@@ -1,15 +1,12 @@
 // Python binding of aclnnFusedLinearCrossEntropyLossGrad.
 #include <pybind11/pybind11.h>
 
+#include "core/tensor.h"
 #include "py_tensor.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
 namespace py = pybind11;
 using namespace tilegrad;
-
-namespace {
-bool is_float(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
-}  // namespace
 
 void bind_fused_linear_cross_entropy_loss_grad(py::module_& m) {
   m.def(
@@ -25,7 +22,7 @@ void bind_fused_linear_cross_entropy_loss_grad(py::module_& m) {
         const TensorView mx = py_support::optional_view_of(logits_max, "logits_max");
         const TensorView s = py_support::optional_view_of(sum_exp, "sum_exp_logits");
         const TensorView sm = py_support::optional_view_of(softmax, "softmax");
-        const DType dt = is_float(x.dtype) ? x.dtype : DType::kFloat32;
+        const DType dt = core::is_float_dtype(x.dtype) ? x.dtype : DType::kFloat32;
         const int64_t bt = x.rank() >= 1 ? x.shape[0] : 0, h = x.rank() >= 2 ? x.shape[1] : 0;
         const int64_t v = w.rank() >= 1 ? w.shape[0] : 0;
         py::array gi = py_support::allocate({dt, {bt, h}});

@@ -1,6 +1,7 @@
 // Python binding of aclnnFusedLinearOnlineMaxSum: tilegrad._core.fused_linear_online_max_sum(...).
 #include <pybind11/pybind11.h>
 
+#include "core/tensor.h"
 #include "py_tensor.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
@@ -9,7 +10,6 @@ using namespace tilegrad;
 
 namespace {
 int64_t dim0(const TensorView& t) { return t.rank() >= 1 ? t.shape[0] : 0; }
-bool is_float(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 }  // namespace
 
 void bind_fused_linear_online_max_sum(py::module_& m) {
@@ -28,7 +28,8 @@ void bind_fused_linear_online_max_sum(py::module_& m) {
         py::array mask = py_support::allocate({DType::kUInt8, {(bt + 7) / 8}});
         py::array masked = py_support::allocate({idx, {bt}});
         py::object logits = py::none();
-        if (return_logits) logits = py_support::allocate({is_float(x.dtype) ? x.dtype : DType::kFloat32, {bt, v}});
+        const DType logits_dtype = core::is_float_dtype(x.dtype) ? x.dtype : DType::kFloat32;
+        if (return_logits) logits = py_support::allocate({logits_dtype, {bt, v}});
         const TensorView vmx = py_support::view_of(mx, "logits_max", true);
         const TensorView vsum = py_support::view_of(sum, "sum_exp_logits", true);
         const TensorView vpred = py_support::view_of(pred, "predicted_logits", true);

@@ -5,7 +5,7 @@ from typing import Optional, Union
 import numpy as np
 
 from . import _core
-from ._args import as_operand, check_str
+from ._args import as_operand
 
 
 def binary_cross_entropy_with_logits_backward(
@@ -53,8 +53,6 @@ def binary_cross_entropy_with_logits_backward(
     input element is read once and each output element written once. The GIL is released while the
     kernel runs.
     """
-    if isinstance(reduction, str):
-        check_str("aclnnBinaryCrossEntropyWithLogitsBackward", "reduction", reduction)
     # Scalars wherever a 0-d array is accepted (grad_output, weight, pos_weight broadcast; input and
     # target when the other is 0-d), as arrays of input's dtype.
     like = input if isinstance(input, np.ndarray) else target

@@ -41,7 +41,7 @@ def fused_linear_cross_entropy_loss_grad(grad: np.ndarray, input: np.ndarray, we
                                          sum_exp_logits: Optional[np.ndarray] = ...,
                                          softmax: Optional[np.ndarray] = ...) -> tuple: ...
 def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np.ndarray, ignore_index: int = ...,
-                               reduction: int = ..., bias: Optional[np.ndarray] = ...,
+                               reduction: str = ..., bias: Optional[np.ndarray] = ...,
                                class_weight: Optional[np.ndarray] = ..., label_smoothing: float = ...,
                                lse_square_scale: float = ..., softcap: float = ...,
                                grad_output: Optional[np.ndarray] = ..., memory_budget: int = ...,

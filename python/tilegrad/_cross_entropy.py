@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._args import check_bool, check_float, check_int, check_str
+from ._args import check_bool, check_float, check_int
 
 _FWD = "aclnnCrossEntropyLoss"
 _GRAD = "aclnnCrossEntropyLossGrad"
@@ -52,7 +52,7 @@ def cross_entropy_loss(input: np.ndarray, target: np.ndarray, weight: Optional[n
     Numerically stable (max, then sum of exp, per row; rows longer than L2 are processed in
     chunks); accumulations in float32/float64, each output rounded once. The GIL is released.
     """
-    return tuple(_core.cross_entropy_loss(input, target, weight, check_str(_FWD, "reduction", reduction),
+    return tuple(_core.cross_entropy_loss(input, target, weight, reduction,
                                           check_int(_FWD, "ignore_index", ignore_index),
                                           check_float(_FWD, "label_smoothing", label_smoothing),
                                           check_float(_FWD, "lse_square_scale_for_zloss", lse_square_scale_for_zloss),
@@ -108,7 +108,7 @@ def cross_entropy_loss_grad(grad_loss, log_prob: np.ndarray, target: np.ndarray,
         if _is_number(grad_zloss):
             grad_zloss = np.asarray(grad_zloss, dtype=log_prob.dtype)
     return _core.cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss,
-                                         check_str(_GRAD, "reduction", reduction),
+                                         reduction,
                                          check_int(_GRAD, "ignore_index", ignore_index),
                                          check_float(_GRAD, "label_smoothing", label_smoothing),
                                          check_float(_GRAD, "lse_square_scale_for_zloss", lse_square_scale_for_zloss),

@@ -8,9 +8,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._args import check_bool, check_float, check_int, check_str
-
-_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+from ._args import check_bool, check_float, check_int
 
 
 def fused_linear_online_max_sum(input: np.ndarray, weight: np.ndarray, target: np.ndarray,
@@ -160,8 +158,6 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         and z_loss are float32 (shape ``()``, or ``(BT,)`` for "none"), gradients in the input dtype.
     """
     op = "fused_linear_cross_entropy"
-    if check_str(op, "reduction", reduction) not in _REDUCTIONS:
-        raise ValueError(f"fused_linear_cross_entropy: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     eps = filter_threshold(filter_eps, getattr(input, "dtype", None))
     if softcap is not None and not (check_float(op, "softcap", softcap) > 0.0):
         raise ValueError(f"fused_linear_cross_entropy: softcap must be None or > 0, got {softcap!r}")
@@ -169,7 +165,7 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         raise ValueError(f"fused_linear_cross_entropy: memory_budget must be None or > 0 bytes, got {memory_budget!r}")
     go = None if grad_output is None else np.asarray(grad_output, dtype=np.float32)
     loss, gi, gw, gb, zl, blocks = _core.fused_linear_cross_entropy(
-        input, weight, target, check_int(op, "ignore_index", ignore_index), _REDUCTIONS[reduction], bias, class_weight,
+        input, weight, target, check_int(op, "ignore_index", ignore_index), reduction, bias, class_weight,
         check_float(op, "label_smoothing", label_smoothing), check_float(op, "lse_square_scale", lse_square_scale),
         0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps)
     _last_filter_blocks.value = blocks

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "tilegrad/export.h"
+#include "tilegrad/reduction.hpp"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad {
@@ -39,9 +40,9 @@ TILEGRAD_API void fused_linear_cross_entropy_loss_grad(
 
 // Single process: loss of cross_entropy(input @ weight^T, target, ignore_index, reduction) and both
 // gradients (for an upstream gradient of 1 per loss element) in one call, without the (BT, V) logits.
-// reduction: 0 none (loss shape (BT)), 1 mean, 2 sum (loss shape ()). loss is float32.
+// reduction: kNone (loss shape (BT)), kMean or kSum (loss shape ()). loss is float32.
 TILEGRAD_API void fused_linear_cross_entropy(const TensorView& input, const TensorView& weight,
-                                             const TensorView& target, int64_t ignore_index, int64_t reduction,
+                                             const TensorView& target, int64_t ignore_index, Reduction reduction,
                                              const TensorView& loss, const TensorView& grad_input,
                                              const TensorView& grad_weight);
 
@@ -57,7 +58,7 @@ struct FusedLinearCrossEntropyOptions {
   float label_smoothing = 0.0f;              // [0, 1]
   float lse_square_scale = 0.0f;             // >= 0
   float softcap = 0.0f;                      // >= 0; 0 = no cap
-  const TensorView* grad_output = nullptr;   // float32, one element, or (BT) for reduction none; null = 1
+  const TensorView* grad_output = nullptr;   // float32, one element, or (BT) for kNone; null = 1
   int64_t memory_budget = 0;                 // bytes for the plan choice; 0 = TILEGRAD_FLCE_BUDGET / default
   const TensorView* grad_bias = nullptr;     // output (V), input dtype; required with bias
   const TensorView* z_loss = nullptr;        // output float32, loss's shape (the zloss part alone); optional
@@ -70,7 +71,7 @@ struct FusedLinearCrossEntropyOptions {
   int64_t* filter_blocks = nullptr;          // output [active, total] gradient blocks (diagnostics); optional
 };
 TILEGRAD_API void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& weight,
-                                                const TensorView& target, int64_t ignore_index, int64_t reduction,
+                                                const TensorView& target, int64_t ignore_index, Reduction reduction,
                                                 const TensorView& loss, const TensorView& grad_input,
                                                 const TensorView& grad_weight,
                                                 const FusedLinearCrossEntropyOptions& options);

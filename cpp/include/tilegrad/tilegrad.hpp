@@ -5,6 +5,7 @@
 #include "tilegrad/embedding_dense_backward.hpp"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 #include "tilegrad/cross_entropy.hpp"
+#include "tilegrad/reduction.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
 #include "tilegrad/status.hpp"

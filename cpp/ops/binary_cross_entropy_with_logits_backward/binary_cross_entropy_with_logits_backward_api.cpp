@@ -11,6 +11,7 @@
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/reduction.h"
 #include "core/tensor.h"
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_kernel.h"
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
@@ -37,8 +38,9 @@ void require_broadcasts_to_self(const char* arg, const TensorView& t, const Tens
               " does not broadcast to self shape ", shape_str(self.shape));
 }
 
-// SEMANTICS order: dtypes -> ranks -> shapes -> reduction -> overlaps. Inputs only when a.out is null.
-void validate(const BceArgs& a, int64_t reduction, bool check_reduction) {
+// SEMANTICS order: dtypes -> ranks -> shapes -> reduction -> overlaps. Inputs only when a.out is null,
+// the reduction only when given.
+void validate(const BceArgs& a, const core::ReductionArg* reduction) {
   struct Named {
     const char* name;
     const TensorView* t;
@@ -67,9 +69,7 @@ void validate(const BceArgs& a, int64_t reduction, bool check_reduction) {
   if (a.weight) require_broadcasts_to_self("weightOptional", *a.weight, a.self);
   if (a.pos_weight) require_broadcasts_to_self("posWeightOptional", *a.pos_weight, a.self);
 
-  if (check_reduction)
-    core::check(reduction >= 0 && reduction <= 2, kOp, ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ",
-                reduction);
+  if (reduction) core::require_valid(kOp, *reduction);
 
   if (a.out) {
     core::require_no_self_overlap(kOp, "out", *a.out);
@@ -84,9 +84,9 @@ float read_one(const TensorView& t) { return static_cast<float>(core::load_float
 class BceBackwardLaunch final : public core::Launch {
  public:
   BceBackwardLaunch(const TensorView& dy, const TensorView& x, const TensorView& t, const TensorView* w,
-                    const TensorView* pw, int64_t reduction, const TensorView& out)
+                    const TensorView* pw, const core::ReductionArg& reduction, const TensorView& out)
       : dy_(dy), w_(w ? *w : TensorView{}), pw_(pw ? *pw : TensorView{}) {
-    validate({dy, x, t, w, pw, &out}, reduction, true);
+    validate({dy, x, t, w, pw, &out}, &reduction);
     const int64_t numel = x.numel();
     // Operands broadcast from one element are read once per launch and folded into constants;
     // the others join the broadcast layout in the order the kernel expects.
@@ -119,8 +119,8 @@ class BceBackwardLaunch final : public core::Launch {
     add(w, variant_.weight);
     add(pw, variant_.pos_weight);
     layout_ = core::make_elementwise_layout(ops, nops);
-    tiling_ = bce_backward_tiling(numel, bytes, core::inner_is_contiguous(layout_), reduction,
-                                  core::Platform::current());
+    tiling_ = bce_backward_tiling(numel, bytes, core::inner_is_contiguous(layout_),
+                                  static_cast<int64_t>(reduction.value), core::Platform::current());
     kernel_ = bce_backward_kernel(tiling_.isa, variant_);
     trace_.record(kOp, {{"gradOutput", &dy}, {"self", &x}, {"target", &t}, {"weightOptional", w},
                         {"posWeightOptional", pw}, {"out", &out}}, tiling_);
@@ -148,7 +148,7 @@ class BceBackwardLaunch final : public core::Launch {
   BceSpanFn kernel_ = nullptr;
 };
 
-const TensorView* optional(const TensorView& t) { return t.dtype == DType::kUndefined && !t.data ? nullptr : &t; }
+const TensorView* optional(const TensorView& t) { return core::present(t) ? &t : nullptr; }
 
 }  // namespace
 }  // namespace tilegrad::ops
@@ -159,16 +159,16 @@ OutputSpec binary_cross_entropy_with_logits_backward_output_spec(const TensorVie
                                                                  const TensorView& self, const TensorView& target,
                                                                  const TensorView& weight,
                                                                  const TensorView& pos_weight) {
-  ops::validate({grad_output, self, target, ops::optional(weight), ops::optional(pos_weight), nullptr}, 0, false);
+  ops::validate({grad_output, self, target, ops::optional(weight), ops::optional(pos_weight), nullptr}, nullptr);
   return {target.dtype, self.shape};
 }
 
 void binary_cross_entropy_with_logits_backward(const TensorView& grad_output, const TensorView& self,
                                                const TensorView& target, const TensorView& weight,
-                                               const TensorView& pos_weight, int64_t reduction,
+                                               const TensorView& pos_weight, Reduction reduction,
                                                const TensorView& out) {
   ops::BceBackwardLaunch launch(grad_output, self, target, ops::optional(weight), ops::optional(pos_weight),
-                                reduction, out);
+                                core::reduction_arg(reduction), out);
   core::run_now_named(ops::kOp, launch);
 }
 
@@ -182,6 +182,7 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize
     aclOpExecutor** executor) {
   return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self", "target", "weightOptional", "posWeightOptional"}, {"out"}},
                                          workspaceSize, executor, [=] {
+    const core::ReductionArg r = core::reduction_from_code(reduction);
     core::require_not_null(ops::kOp, "gradOutput", gradOutput);
     core::require_not_null(ops::kOp, "self", self);
     core::require_not_null(ops::kOp, "target", target);
@@ -193,7 +194,7 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize
     const TensorView pw = core::optional_view_of(ops::kOp, "posWeightOptional", posWeightOptional);
     const TensorView o = core::view_of(ops::kOp, "out", out);
     return std::make_unique<ops::BceBackwardLaunch>(dy, x, t, weightOptional ? &w : nullptr,
-                                                    posWeightOptional ? &pw : nullptr, reduction, o);
+                                                    posWeightOptional ? &pw : nullptr, r, o);
   });
 }
 

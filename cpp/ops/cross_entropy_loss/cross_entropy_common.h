@@ -1,41 +1,40 @@
-// Pieces shared by aclnnCrossEntropyLoss and aclnnCrossEntropyLossGrad (SEMANTICS section 3):
-// attribute parsing, strided scalar access, and the serial target scan that checks every target
-// and reduces the mean divisors in a fixed order (row 0, 1, 2, ...), whatever the thread count.
+// Pieces shared by aclnnCrossEntropyLoss and aclnnCrossEntropyLossGrad (SEMANTICS section 3), kept
+// in the family's lead folder (see README.md): attribute checks, loss shapes, class-weight access
+// and the serial target scan that checks every target and reduces the mean divisors in a fixed
+// order (row 0, 1, 2, ...), whatever the thread count.
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <vector>
+#include <initializer_list>
+#include <utility>
 
+#include "core/reduction.h"
+#include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops::ce {
 
-enum class Reduction : int { kNone = 0, kMean = 1, kSum = 2 };
+// The attributes both operators take, as an entry point delivers them (the reduction not yet
+// validated, see core::ReductionArg).
+struct Attributes {
+  core::ReductionArg reduction;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0;
+  double zscale = 0;  // lseSquareScaleForZloss
+};
+// From the native API's options.
+Attributes attributes_of(const CrossEntropyOptions& o);
+// From the C ABI's arguments; reductionOptional is parsed now (null: mean), so an executor can
+// rebuild after the caller's string is gone.
+Attributes attributes_of(const char* reduction, int64_t ignore_index, double label_smoothing, double zscale);
 
-// "none" | "mean" | "sum"; null means "mean" (the vendor's reductionOptional). ok = false otherwise.
-bool parse_reduction(const char* s, Reduction* out);
-// 161002 naming op unless the reduction parses and 0 <= labelSmoothing <= 1.
-Reduction require_attributes(const char* op, const char* reduction, double label_smoothing);
-// The native API's reduction string: an embedded NUL ("mean\0x") would be read as "mean" through
-// c_str(), so it is an error naming the whole string.
-void require_plain_reduction(const char* op, const std::string& reduction);
-const char* reduction_name(Reduction r);
+// 161002 naming op unless the reduction is valid and 0 <= labelSmoothing <= 1 (in this order).
+Reduction require_attributes(const char* op, const Attributes& a);
 
-// An optional tensor was given (C ABI: non-null; C++/Python: not an empty TensorView).
-inline bool present(const TensorView& t) { return t.dtype != DType::kUndefined || t.data != nullptr; }
-
-// A loss-shaped tensor (loss, zloss, gradLoss, gradZloss): (N) for none, 0-d or (1) for mean and sum.
-void require_loss_shape(const char* op, const char* arg, const TensorView& t, Reduction r, int64_t n);
-
-// `arg` has the dtype of the reference tensor `ref_arg` (161002 naming both).
-void require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
-                        const TensorView& ref);
-
-// One element of a strided float tensor (fp32/fp16/bf16) / integer target (int32/int64).
-float load_float(const TensorView& t, int64_t index);
-void store_float(const TensorView& t, int64_t index, float value);
-int64_t load_target(const TensorView& t, int64_t index);
+// Loss-shaped tensors (loss, zloss, gradLoss, gradZloss; null entries skipped): (N) for none, 0-d or
+// (1) for mean and sum. Nothing to check while the reduction is invalid: require_attributes reports it.
+void require_loss_shapes(const char* op, const core::ReductionArg& r, int64_t n,
+                         std::initializer_list<std::pair<const char*, const TensorView*>> tensors);
 
 // What the serial pass over the targets produces. Throws fail_index (161002, IndexError) naming the
 // lowest row whose target is outside [0, C) and is not ignoreIndex.

@@ -14,6 +14,7 @@
 #include "core/executor.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "core/vec1.h"
 #include "ops/cross_entropy_loss/cross_entropy_common.h"
 #include "ops/cross_entropy_loss/cross_entropy_loss_kernel.h"
 #include "ops/cross_entropy_loss/cross_entropy_loss_tiling.h"
@@ -27,19 +28,13 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kF
 
 struct LossArgs {
   TensorView input, target, weight, loss, log_prob, zloss, lse;
-  const char* reduction = nullptr;
-  int64_t ignore_index = -100;
-  double label_smoothing = 0, zscale = 0;
+  ce::Attributes attr;
 };
 
-using ce::present;
+using core::present;
 
 void require_input_dtype(const char* arg, const TensorView& t, const TensorView& input) {
-  ce::require_same_dtype(kOp, arg, t, "input", input);
-}
-
-void require_loss_shape(const char* arg, const TensorView& t, ce::Reduction r, int64_t n) {
-  ce::require_loss_shape(kOp, arg, t, r, n);
+  core::require_same_dtype(kOp, arg, t, "input", input);
 }
 
 void validate_inputs(const TensorView& input, const TensorView& target, const TensorView& weight) {
@@ -56,7 +51,7 @@ void validate_inputs(const TensorView& input, const TensorView& target, const Te
   if (present(weight)) core::require_shape(kOp, "weightOptional", weight, {input.shape[1]}, "input shape[1] (C)");
 }
 
-ce::Reduction validate(const LossArgs& a) {
+Reduction validate(const LossArgs& a) {
   const bool has_w = present(a.weight), has_z = present(a.zloss), has_lse = present(a.lse);
   core::require_well_formed(kOp, "input", a.input);
   core::require_well_formed(kOp, "target", a.target);
@@ -87,13 +82,9 @@ ce::Reduction validate(const LossArgs& a) {
   if (has_w) core::require_shape(kOp, "weightOptional", a.weight, {c}, "input shape[1] (C)");
   core::require_shape(kOp, "logProbOut", a.log_prob, a.input.shape, "input shape");
   if (has_lse) core::require_shape(kOp, "lseForZlossOut", a.lse, {n}, "input shape[0] (N)");
-  ce::Reduction r = ce::Reduction::kMean;
-  if (ce::parse_reduction(a.reduction, &r)) {
-    require_loss_shape("lossOut", a.loss, r, n);
-    if (has_z) require_loss_shape("zlossOut", a.zloss, r, n);
-  }
+  ce::require_loss_shapes(kOp, a.attr.reduction, n, {{"lossOut", &a.loss}, {"zlossOut", has_z ? &a.zloss : nullptr}});
   // attributes
-  r = ce::require_attributes(kOp, a.reduction, a.label_smoothing);
+  const Reduction r = ce::require_attributes(kOp, a.attr);
   // overlaps: every output alone, against the other outputs and against the inputs
   const std::pair<const char*, const TensorView*> outs[] = {
       {"lossOut", &a.loss}, {"logProbOut", &a.log_prob}, {"zlossOut", &a.zloss}, {"lseForZlossOut", &a.lse}};
@@ -128,7 +119,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
     tiling_ = cross_entropy_loss_tiling(rows_, cols_, es_, es_, out_contiguous_, core::Platform::current());
     stats_ = cross_entropy_loss_stats_kernel(tiling_.isa);
     log_prob_ = cross_entropy_loss_log_prob_kernel(tiling_.isa);
-    want_wx_ = a_.label_smoothing > 0;
+    want_wx_ = a_.attr.label_smoothing > 0;
     // Whole contiguous rows in one chunk: row i's logProb is written during row i+1's exp pass, so
     // the memory writes overlap the exp work (~25% faster for fp32 at N=8192, C=32000). Not for bf16:
     // its exact rounding inside the exp loop costs more than the overlap gains (the separate pass
@@ -163,8 +154,8 @@ class CrossEntropyLossLaunch final : public core::Launch {
     float* wbuf = reinterpret_cast<float*>(ws + bytes_rows_);
     char* tile_bufs = ws + bytes_rows_ + bytes_weight_;
     // Serial, row-ordered: every target checked (lowest bad row reported), divisors reduced.
-    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.ignore_index);
-    const double ls = a_.label_smoothing, z = a_.zscale;
+    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.attr.ignore_index);
+    const double ls = a_.attr.label_smoothing, z = a_.attr.zscale;
     const double wtotal = want_wx_ ? ce::weight_total(a_.weight, cols_) : 0.0;
     const float* w = want_wx_ ? ce::contiguous_weight(a_.weight, cols_, wbuf) : nullptr;
     const auto& t = tiling_;
@@ -254,10 +245,10 @@ class CrossEntropyLossLaunch final : public core::Launch {
       }
     }
     // Row loss (double): m_i * [(1-ls) * (-w_t * lp_t) + (ls/C) * (-sum_c w_c lp_c)], z-term m_i * z * lse^2.
-    const int64_t ti = ce::load_target(a_.target, i);
+    const int64_t ti = core::Vec1(a_.target).integer(i);
     double l = 0, zt = 0;
-    if (ti != a_.ignore_index) {
-      const double wt = a_.weight.data ? ce::load_float(a_.weight, ti) : 1.0;
+    if (ti != a_.attr.ignore_index) {
+      const double wt = a_.weight.data ? core::Vec1(a_.weight).f32(ti) : 1.0;
       const double xt = core::load_float_element(a_.input.dtype, in_elem(i, ti));
       l = (1.0 - ls) * (-wt * (xt - lse));
       if (ls > 0) l += (ls / static_cast<double>(cols_)) * (-(wx - lse * wtotal));
@@ -269,13 +260,14 @@ class CrossEntropyLossLaunch final : public core::Launch {
   }
 
   void finish(const ce::TargetScan& scan, const double* row_loss, const double* row_z, const double* row_lse) {
-    const bool zloss = a_.zscale != 0;
+    const bool zloss = a_.attr.zscale != 0;
+    const core::Vec1 loss_out(a_.loss), zloss_out(a_.zloss), lse_out(a_.lse);
     if (a_.lse.data)
-      for (int64_t i = 0; i < rows_; ++i) ce::store_float(a_.lse, i, static_cast<float>(row_lse[i]));
-    if (red_ == ce::Reduction::kNone) {
+      for (int64_t i = 0; i < rows_; ++i) lse_out.set_f32(i, static_cast<float>(row_lse[i]));
+    if (red_ == Reduction::kNone) {
       for (int64_t i = 0; i < rows_; ++i) {
-        ce::store_float(a_.loss, i, static_cast<float>(row_loss[i] + row_z[i]));
-        if (a_.zloss.data) ce::store_float(a_.zloss, i, static_cast<float>(row_z[i]));
+        loss_out.set_f32(i, static_cast<float>(row_loss[i] + row_z[i]));
+        if (a_.zloss.data) zloss_out.set_f32(i, static_cast<float>(row_z[i]));
       }
       return;
     }
@@ -285,19 +277,19 @@ class CrossEntropyLossLaunch final : public core::Launch {
       sz += row_z[i];
     }
     double loss = sl, zl = sz;
-    if (red_ == ce::Reduction::kMean) {
+    if (red_ == Reduction::kMean) {
       loss = sl / scan.weight_sum;
       zl = sz / static_cast<double>(scan.kept);
       if (zloss) loss += zl;
     } else if (zloss) {
       loss += sz;
     }
-    ce::store_float(a_.loss, 0, static_cast<float>(loss));
-    if (a_.zloss.data) ce::store_float(a_.zloss, 0, static_cast<float>(zl));
+    loss_out.set_f32(0, static_cast<float>(loss));
+    if (a_.zloss.data) zloss_out.set_f32(0, static_cast<float>(zl));
   }
 
   LossArgs a_;
-  ce::Reduction red_ = ce::Reduction::kMean;
+  Reduction red_ = Reduction::kMean;
   int64_t rows_ = 0, cols_ = 0, es_ = 4;
   bool in_contiguous_ = true, out_contiguous_ = true, want_wx_ = false, fused_ = false;
   uint64_t bytes_rows_ = 0, bytes_weight_ = 0, bytes_tile_ = 0;
@@ -313,13 +305,12 @@ class CrossEntropyLossLaunch final : public core::Launch {
 namespace tilegrad {
 
 CrossEntropyLossOutputSpecs cross_entropy_loss_output_specs(const TensorView& input, const TensorView& target,
-                                                            const std::string& reduction) {
+                                                            Reduction reduction) {
   ops::validate_inputs(input, target, TensorView{});
-  ops::ce::require_plain_reduction(ops::kOp, reduction);
-  const ops::ce::Reduction r = ops::ce::require_attributes(ops::kOp, reduction.c_str(), 0.0);
+  const Reduction r = ops::ce::require_attributes(ops::kOp, ops::ce::attributes_of(CrossEntropyOptions{reduction}));
   const int64_t n = input.shape[0];
   CrossEntropyLossOutputSpecs s;
-  const std::vector<int64_t> loss_shape = r == ops::ce::Reduction::kNone ? std::vector<int64_t>{n} : std::vector<int64_t>{};
+  const std::vector<int64_t> loss_shape = r == Reduction::kNone ? std::vector<int64_t>{n} : std::vector<int64_t>{};
   s.loss = {input.dtype, loss_shape};
   s.log_prob = {input.dtype, input.shape};
   s.zloss = {input.dtype, loss_shape};
@@ -330,9 +321,7 @@ CrossEntropyLossOutputSpecs cross_entropy_loss_output_specs(const TensorView& in
 void cross_entropy_loss(const TensorView& input, const TensorView& target, const TensorView& weight,
                         const CrossEntropyOptions& o, const TensorView& loss, const TensorView& log_prob,
                         const TensorView& zloss, const TensorView& lse_for_zloss) {
-  ops::ce::require_plain_reduction(ops::kOp, o.reduction);
-  ops::LossArgs a{input, target, weight, loss, log_prob, zloss, lse_for_zloss,
-                  o.reduction.c_str(), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
+  ops::LossArgs a{input, target, weight, loss, log_prob, zloss, lse_for_zloss, ops::ce::attributes_of(o)};
   ops::CrossEntropyLossLaunch launch(a);
   core::run_now_named(ops::kOp, launch);
 }
@@ -346,9 +335,8 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, bool returnZloss,
     const aclTensor* lossOut, const aclTensor* logProbOut, const aclTensor* zlossOut,
     const aclTensor* lseForZlossOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
-  // A copy the executor keeps (it may rebuild after the caller's string is gone); null stays null.
-  const std::string reduction = reductionOptional ? reductionOptional : "";
-  const bool has_reduction = reductionOptional != nullptr;
+  const ops::ce::Attributes attr =
+      ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
   return core::create_rebindable_executor(ops::kOp, {{"input", "target", "weightOptional"}, {"lossOut", "logProbOut", "zlossOut", "lseForZlossOut"}},
                                          workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "input", input);
@@ -367,10 +355,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     a.log_prob = core::view_of(ops::kOp, "logProbOut", logProbOut);
     a.zloss = core::optional_view_of(ops::kOp, "zlossOut", zlossOut);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOut", lseForZlossOut);
-    a.reduction = has_reduction ? reduction.c_str() : nullptr;
-    a.ignore_index = ignoreIndex;
-    a.label_smoothing = labelSmoothing;
-    a.zscale = lseSquareScaleForZloss;
+    a.attr = attr;
     return std::make_unique<ops::CrossEntropyLossLaunch>(a);
   });
 }

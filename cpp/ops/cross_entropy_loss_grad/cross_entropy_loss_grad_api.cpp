@@ -12,6 +12,7 @@
 #include "core/executor.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "core/vec1.h"
 #include "ops/cross_entropy_loss/cross_entropy_common.h"
 #include "ops/cross_entropy_loss_grad/cross_entropy_loss_grad_kernel.h"
 #include "ops/cross_entropy_loss_grad/cross_entropy_loss_grad_tiling.h"
@@ -25,23 +26,17 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kF
 
 struct GradArgs {
   TensorView grad_loss, log_prob, target, weight, grad_zloss, lse, x_grad;
-  const char* reduction = nullptr;
-  int64_t ignore_index = -100;
-  double label_smoothing = 0, zscale = 0;
+  ce::Attributes attr;
 };
 
-using ce::present;
+using core::present;
 
 void require_same_dtype(const char* arg, const TensorView& t, const TensorView& log_prob) {
-  ce::require_same_dtype(kOp, arg, t, "logProb", log_prob);
-}
-
-void require_loss_shape(const char* arg, const TensorView& t, ce::Reduction r, int64_t n) {
-  ce::require_loss_shape(kOp, arg, t, r, n);
+  core::require_same_dtype(kOp, arg, t, "logProb", log_prob);
 }
 
 // Validation in the SEMANTICS order: dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
-ce::Reduction validate(const GradArgs& a) {
+Reduction validate(const GradArgs& a) {
   const bool has_w = present(a.weight), has_gz = present(a.grad_zloss), has_lse = present(a.lse);
   core::require_well_formed(kOp, "gradLoss", a.grad_loss);
   core::require_well_formed(kOp, "logProb", a.log_prob);
@@ -72,13 +67,10 @@ ce::Reduction validate(const GradArgs& a) {
   core::require_shape(kOp, "xGradOut", a.x_grad, a.log_prob.shape, "logProb shape");
   if (has_w) core::require_shape(kOp, "weightOptional", a.weight, {c}, "logProb shape[1] (C)");
   if (has_lse) core::require_shape(kOp, "lseForZlossOptional", a.lse, {n}, "logProb shape[0] (N)");
-  ce::Reduction r = ce::Reduction::kMean;
-  if (ce::parse_reduction(a.reduction, &r)) {
-    require_loss_shape("gradLoss", a.grad_loss, r, n);
-    if (has_gz) require_loss_shape("gradZlossOptional", a.grad_zloss, r, n);
-  }
+  ce::require_loss_shapes(kOp, a.attr.reduction, n,
+                          {{"gradLoss", &a.grad_loss}, {"gradZlossOptional", has_gz ? &a.grad_zloss : nullptr}});
   // attributes
-  r = ce::require_attributes(kOp, a.reduction, a.label_smoothing);
+  const Reduction r = ce::require_attributes(kOp, a.attr);
   // the output against itself and the inputs (xGradOut may be logProb itself)
   // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
   if (a.x_grad.numel() > 0) core::require_no_self_overlap(kOp, "xGradOut", a.x_grad);
@@ -104,7 +96,7 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
     tiling_ = cross_entropy_loss_grad_tiling(rows_, cols_, 2 * dtype_size(a_.log_prob.dtype), contiguous_,
                                              core::Platform::current());
     kernel_ = cross_entropy_loss_grad_kernel(tiling_.isa);
-    use_weight_vector_ = a_.weight.data != nullptr && a_.label_smoothing > 0 && cols_ > 0 && rows_ > 0;
+    use_weight_vector_ = a_.weight.data != nullptr && a_.attr.label_smoothing > 0 && cols_ > 0 && rows_ > 0;
     trace_.record(kOp, {{"gradLoss", &a_.grad_loss}, {"logProb", &a_.log_prob}, {"target", &a_.target},
                         {"weightOptional", &a_.weight}, {"gradZlossOptional", &a_.grad_zloss},
                         {"lseForZlossOptional", &a_.lse}, {"xGradOut", &a_.x_grad}}, tiling_);
@@ -119,19 +111,20 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
   void run(void* workspace) override {
     if (rows_ == 0) return;
     // Serial, row-ordered: every target checked (lowest bad row reported), divisors reduced.
-    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.ignore_index);
+    const ce::TargetScan scan = ce::scan_targets(kOp, a_.target, a_.weight, cols_, a_.attr.ignore_index);
     if (cols_ == 0) return;
-    const bool mean = red_ == ce::Reduction::kMean;
-    const double ls = a_.label_smoothing;
+    const bool mean = red_ == Reduction::kMean;
+    const double ls = a_.attr.label_smoothing, zscale = a_.attr.zscale;
     const double d = mean ? scan.weight_sum : 1.0;
     const double dz = mean ? static_cast<double>(scan.kept) : 1.0;
     const double wtotal = ls > 0 ? ce::weight_total(a_.weight, cols_) : 0.0;
-    const bool zloss = a_.zscale != 0 && a_.lse.data != nullptr;
+    const bool zloss = zscale != 0 && a_.lse.data != nullptr;
     const float* w = use_weight_vector_ ? ce::contiguous_weight(a_.weight, cols_, static_cast<float*>(workspace))
                                         : nullptr;
-    const double g_scalar = red_ == ce::Reduction::kNone ? 0.0 : ce::load_float(a_.grad_loss, 0);
-    const double gz_scalar =
-        (red_ != ce::Reduction::kNone && a_.grad_zloss.data != nullptr) ? ce::load_float(a_.grad_zloss, 0) : 0.0;
+    const core::Vec1 grad_loss(a_.grad_loss), grad_zloss(a_.grad_zloss), lse(a_.lse), target(a_.target),
+        weight(a_.weight);
+    const double g_scalar = red_ == Reduction::kNone ? 0.0 : grad_loss.f32(0);
+    const double gz_scalar = (red_ != Reduction::kNone && a_.grad_zloss.data != nullptr) ? grad_zloss.f32(0) : 0.0;
     const DType dt = a_.log_prob.dtype;
     const int64_t es = dtype_size(dt);
     const auto& t = tiling_;
@@ -141,20 +134,20 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
       const int64_t c0 = cc * t.chunk_cols, c1 = std::min(cols_, c0 + t.chunk_cols);
       for (int64_t i = r0; i < r1; ++i) {
         CeGradSpan s;
-        const int64_t ti = ce::load_target(a_.target, i);
-        if (ti == a_.ignore_index) {
+        const int64_t ti = target.integer(i);
+        if (ti == a_.attr.ignore_index) {
           s.zero = true;
         } else {
-          const double g = red_ == ce::Reduction::kNone ? ce::load_float(a_.grad_loss, i) : g_scalar;
-          const double wt = a_.weight.data ? ce::load_float(a_.weight, ti) : 1.0;
+          const double g = red_ == Reduction::kNone ? grad_loss.f32(i) : g_scalar;
+          const double wt = a_.weight.data ? weight.f32(ti) : 1.0;
           const double ai = g * (1.0 - ls) / d;
           const double bi = ls > 0 ? g * (ls / static_cast<double>(cols_)) / d : 0.0;
           double pc = ai * wt + bi * wtotal;
           if (zloss) {
             const double gz = a_.grad_zloss.data == nullptr ? 0.0
-                              : red_ == ce::Reduction::kNone ? ce::load_float(a_.grad_zloss, i)
-                                                             : gz_scalar;
-            pc += 2.0 * a_.zscale * ce::load_float(a_.lse, i) * (g + gz) / dz;
+                              : red_ == Reduction::kNone    ? grad_zloss.f32(i)
+                                                            : gz_scalar;
+            pc += 2.0 * zscale * lse.f32(i) * (g + gz) / dz;
           }
           s.p_coef = static_cast<float>(pc);
           s.add_coef = static_cast<float>(-bi);
@@ -194,7 +187,7 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
  private:
   static constexpr int64_t kPack = 1024;
   GradArgs a_;
-  ce::Reduction red_ = ce::Reduction::kMean;
+  Reduction red_ = Reduction::kMean;
   int64_t rows_ = 0, cols_ = 0;
   bool contiguous_ = true, use_weight_vector_ = false;
   CrossEntropyLossGradTiling tiling_;
@@ -209,9 +202,7 @@ namespace tilegrad {
 void cross_entropy_loss_grad(const TensorView& grad_loss, const TensorView& log_prob, const TensorView& target,
                              const TensorView& weight, const TensorView& grad_zloss, const TensorView& lse_for_zloss,
                              const CrossEntropyOptions& o, const TensorView& x_grad) {
-  ops::ce::require_plain_reduction(ops::kOp, o.reduction);
-  ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad,
-                  o.reduction.c_str(), o.ignore_index, o.label_smoothing, o.lse_square_scale_for_zloss};
+  ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad, ops::ce::attributes_of(o)};
   ops::CrossEntropyLossGradLaunch launch(a);
   core::run_now_named(ops::kOp, launch);
 }
@@ -225,9 +216,8 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* gradZlossOptional, const aclTensor* lseForZlossOptional, char* reductionOptional,
     int64_t ignoreIndex, double labelSmoothing, double lseSquareScaleForZloss, const aclTensor* out,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
-  // A copy the executor keeps (it may rebuild after the caller's string is gone); null stays null.
-  const std::string reduction = reductionOptional ? reductionOptional : "";
-  const bool has_reduction = reductionOptional != nullptr;
+  const ops::ce::Attributes attr =
+      ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
   return core::create_rebindable_executor(ops::kOp, {{"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"}, {"xGradOut"}},
                                          workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "gradLoss", gradLoss);
@@ -242,10 +232,7 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     a.grad_zloss = core::optional_view_of(ops::kOp, "gradZlossOptional", gradZlossOptional);
     a.lse = core::optional_view_of(ops::kOp, "lseForZlossOptional", lseForZlossOptional);
     a.x_grad = core::view_of(ops::kOp, "xGradOut", out);
-    a.reduction = has_reduction ? reduction.c_str() : nullptr;
-    a.ignore_index = ignoreIndex;
-    a.label_smoothing = labelSmoothing;
-    a.zscale = lseSquareScaleForZloss;
+    a.attr = attr;
     return std::make_unique<ops::CrossEntropyLossGradLaunch>(a);
   });
 }

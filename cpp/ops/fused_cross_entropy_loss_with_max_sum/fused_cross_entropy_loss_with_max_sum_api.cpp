@@ -28,7 +28,7 @@ void validate(const Args& a, float label_smoothing) {
   core::require_well_formed(kOp, "sumExpLogits", a.sum);
   core::require_well_formed(kOp, "predictedLogits", a.pred);
   core::require_well_formed(kOp, "lossOut", a.loss);
-  const bool has_logits = flce_present(a.logits);
+  const bool has_logits = core::present(a.logits);
   if (has_logits) {
     core::require_well_formed(kOp, "vocabParallelLogitsOptional", a.logits);
     core::require_well_formed(kOp, "softMaxOutOptional", a.softmax);
@@ -81,7 +81,7 @@ class LossWithMaxSumLaunch final : public core::Launch {
     const int64_t bt = a_.max.shape[0];
     const Vec1 mx(a_.max), sum(a_.sum), pred(a_.pred), loss(a_.loss);
     for (int64_t i = 0; i < bt; ++i) loss.set_f32(i, std::log(sum.f32(i)) - pred.f32(i));
-    if (!flce_present(a_.logits) || bt == 0 || a_.logits.shape[1] == 0) return;
+    if (!core::present(a_.logits) || bt == 0 || a_.logits.shape[1] == 0) return;
     const FlceKernels* k = flce_kernels(platform_.isa);
     const int64_t v = a_.logits.shape[1];
     const int64_t es = dtype_size(a_.logits.dtype);

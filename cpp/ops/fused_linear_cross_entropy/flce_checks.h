@@ -14,8 +14,6 @@ struct FlceArg {
   const TensorView* view;  // null: absent optional tensor
 };
 
-inline bool flce_present(const TensorView& t) { return t.dtype != DType::kUndefined; }
-
 // Outputs have distinct elements and overlap neither each other nor any input (no in-place).
 inline void flce_check_overlaps(const char* op, std::initializer_list<FlceArg> outputs,
                                 std::initializer_list<FlceArg> inputs) {
@@ -27,13 +25,6 @@ inline void flce_check_overlaps(const char* op, std::initializer_list<FlceArg> o
     for (const FlceArg& in : inputs)
       if (in.view) core::require_no_partial_overlap(op, o->name, *o->view, in.name, *in.view, false);
   }
-}
-
-// t's dtype must be ref's ("<op>: weight dtype float16 != input dtype bfloat16").
-inline void flce_require_same_dtype(const char* op, const char* arg, const TensorView& t, const char* ref_arg,
-                                    const TensorView& ref) {
-  core::check(t.dtype == ref.dtype, op, ": ", arg, " dtype ", dtype_name(t.dtype), " != ", ref_arg, " dtype ",
-              dtype_name(ref.dtype));
 }
 
 }  // namespace tilegrad::ops

@@ -4,49 +4,14 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "core/vec1.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops {
 
-// Element i of a 1-D strided view.
-struct Vec1 {
-  char* data = nullptr;
-  DType dtype = DType::kUndefined;
-  int64_t stride = 1;
-  Vec1() = default;
-  explicit Vec1(const TensorView& t)
-      : data(static_cast<char*>(t.data)), dtype(t.dtype), stride(t.rank() >= 1 ? t.strides[0] : 1) {}
-  char* ptr(int64_t i) const { return data + i * stride * dtype_size(dtype); }
-  float f32(int64_t i) const {
-    float v;
-    std::memcpy(&v, ptr(i), 4);
-    return v;
-  }
-  void set_f32(int64_t i, float v) const { std::memcpy(ptr(i), &v, 4); }
-  int64_t integer(int64_t i) const {
-    if (dtype == DType::kInt64) {
-      int64_t v;
-      std::memcpy(&v, ptr(i), 8);
-      return v;
-    }
-    if (dtype == DType::kInt32) {
-      int32_t v;
-      std::memcpy(&v, ptr(i), 4);
-      return v;
-    }
-    return static_cast<uint8_t>(*ptr(i));
-  }
-  void set_integer(int64_t i, int64_t v) const {
-    if (dtype == DType::kInt64) std::memcpy(ptr(i), &v, 8);
-    else {
-      const int32_t w = static_cast<int32_t>(v);
-      std::memcpy(ptr(i), &w, 4);
-    }
-  }
-};
+using core::Vec1;
 
 // The single-process op's extras, applied identically by every path (null everywhere for the aclnn
 // operators). Logits z = softcap * tanh((input @ weight^T + bias) / softcap) (each step optional).

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/gemm.h"
+#include "core/reduction.h"
 #include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/flce_checks.h"
 #include "ops/fused_linear_cross_entropy/flce_engine.h"
@@ -32,36 +33,36 @@ struct Args {
 
 TensorView optional(const TensorView* t) { return t ? *t : TensorView{}; }
 
-void validate_options(const Args& a, int64_t reduction, const FusedLinearCrossEntropyOptions& o) {
+void validate_options(const Args& a, Reduction reduction, const FusedLinearCrossEntropyOptions& o) {
   const int64_t bt = a.input.shape[0], v = a.weight.shape[0];
-  if (flce_present(a.bias)) {
+  if (core::present(a.bias)) {
     core::require_well_formed(kOp, "bias", a.bias);
-    flce_require_same_dtype(kOp, "bias", a.bias, "input", a.input);
+    core::require_same_dtype(kOp, "bias", a.bias, "input", a.input);
     core::require_shape(kOp, "bias", a.bias, {v}, "(V) from weight");
-    core::check(flce_present(a.grad_bias), kOp, ": grad_bias (output) is required with a bias");
+    core::check(core::present(a.grad_bias), kOp, ": grad_bias (output) is required with a bias");
   }
-  if (flce_present(a.grad_bias)) {
+  if (core::present(a.grad_bias)) {
     core::require_well_formed(kOp, "grad_bias", a.grad_bias);
-    flce_require_same_dtype(kOp, "grad_bias", a.grad_bias, "input", a.input);
+    core::require_same_dtype(kOp, "grad_bias", a.grad_bias, "input", a.input);
     core::require_shape(kOp, "grad_bias", a.grad_bias, {v}, "(V) from weight");
   }
-  if (flce_present(a.class_weight)) {
+  if (core::present(a.class_weight)) {
     core::require_well_formed(kOp, "class_weight", a.class_weight);
     core::require_dtype(kOp, "class_weight", a.class_weight, kFloatTypes);
     core::require_shape(kOp, "class_weight", a.class_weight, {v}, "(V) from weight");
   }
-  if (flce_present(a.grad_output)) {
+  if (core::present(a.grad_output)) {
     core::require_well_formed(kOp, "grad_output", a.grad_output);
     core::require_dtype(kOp, "grad_output", a.grad_output, {DType::kFloat32});
     const int64_t n = a.grad_output.numel();
-    core::check(n == 1 || (reduction == 0 && a.grad_output.rank() == 1 && n == bt), kOp, ": grad_output shape ",
-                shape_str(a.grad_output.shape), " must have one element",
-                reduction == 0 ? " or be (BT) for reduction none" : "");
+    core::check(n == 1 || (reduction == Reduction::kNone && a.grad_output.rank() == 1 && n == bt), kOp,
+                ": grad_output shape ", shape_str(a.grad_output.shape), " must have one element",
+                reduction == Reduction::kNone ? " or be (BT) for reduction none" : "");
   }
-  if (flce_present(a.z_loss)) {
+  if (core::present(a.z_loss)) {
     core::require_well_formed(kOp, "z_loss", a.z_loss);
     core::require_dtype(kOp, "z_loss", a.z_loss, {DType::kFloat32});
-    if (reduction == 0) core::require_shape(kOp, "z_loss", a.z_loss, {bt}, "(BT) for reduction none:");
+    if (reduction == Reduction::kNone) core::require_shape(kOp, "z_loss", a.z_loss, {bt}, "(BT) for reduction none:");
     else core::require_shape(kOp, "z_loss", a.z_loss, {}, "() for reduction mean/sum:");
   }
   core::check(std::isfinite(o.label_smoothing) && o.label_smoothing >= 0.0f && o.label_smoothing <= 1.0f, kOp,
@@ -75,7 +76,7 @@ void validate_options(const Args& a, int64_t reduction, const FusedLinearCrossEn
   core::check(o.memory_budget >= 0, kOp, ": memory_budget must be >= 0 bytes (0: default), got ", o.memory_budget);
 }
 
-void validate(const Args& a, int64_t reduction, const FusedLinearCrossEntropyOptions& o) {
+void validate(const Args& a, const core::ReductionArg& r, const FusedLinearCrossEntropyOptions& o) {
   core::require_well_formed(kOp, "input", a.input);
   core::require_well_formed(kOp, "weight", a.weight);
   core::require_well_formed(kOp, "target", a.target);
@@ -83,11 +84,11 @@ void validate(const Args& a, int64_t reduction, const FusedLinearCrossEntropyOpt
   core::require_well_formed(kOp, "grad_input", a.gin);
   core::require_well_formed(kOp, "grad_weight", a.gw);
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
-  flce_require_same_dtype(kOp, "weight", a.weight, "input", a.input);
+  core::require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "target", a.target, {DType::kInt32, DType::kInt64});
   core::require_dtype(kOp, "loss", a.loss, {DType::kFloat32});
-  flce_require_same_dtype(kOp, "grad_input", a.gin, "input", a.input);
-  flce_require_same_dtype(kOp, "grad_weight", a.gw, "input", a.input);
+  core::require_same_dtype(kOp, "grad_input", a.gin, "input", a.input);
+  core::require_same_dtype(kOp, "grad_weight", a.gw, "input", a.input);
   core::require_rank(kOp, "input", a.input, 2, 2);
   core::require_rank(kOp, "weight", a.weight, 2, 2);
   core::require_rank(kOp, "target", a.target, 1, 1);
@@ -99,12 +100,12 @@ void validate(const Args& a, int64_t reduction, const FusedLinearCrossEntropyOpt
   core::require_shape(kOp, "target", a.target, {bt}, "(BT) from input");
   core::require_shape(kOp, "grad_input", a.gin, {bt, h}, "input shape");
   core::require_shape(kOp, "grad_weight", a.gw, {v, h}, "weight shape");
-  core::check(reduction >= 0 && reduction <= 2, kOp, ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ",
-              reduction);
-  if (reduction == 0) core::require_shape(kOp, "loss", a.loss, {bt}, "(BT) for reduction none:");
+  core::require_valid(kOp, r);
+  const Reduction reduction = r.value;
+  if (reduction == Reduction::kNone) core::require_shape(kOp, "loss", a.loss, {bt}, "(BT) for reduction none:");
   else core::require_shape(kOp, "loss", a.loss, {}, "() for reduction mean/sum:");
   validate_options(a, reduction, o);
-  const auto opt = [](const TensorView& t) { return flce_present(t) ? &t : nullptr; };
+  const auto opt = [](const TensorView& t) { return core::present(t) ? &t : nullptr; };
   flce_check_overlaps(kOp,
                       {{"loss", &a.loss},
                        {"grad_input", &a.gin},
@@ -130,9 +131,9 @@ std::vector<float> to_f32(const TensorView& t) {
 
 class FusedLaunch final : public core::Launch {
  public:
-  FusedLaunch(const Args& a, int64_t ignore_index, int64_t reduction, const FusedLinearCrossEntropyOptions& o)
+  FusedLaunch(const Args& a, int64_t ignore_index, Reduction reduction, const FusedLinearCrossEntropyOptions& o)
       : a_(a), ignore_index_(ignore_index), reduction_(reduction), o_(o) {
-    validate(a_, reduction, o);
+    validate(a_, core::reduction_arg(reduction), o);
     const core::Platform p = core::Platform::current();
     const int64_t bt = a.input.shape[0], h = a.input.shape[1], v = a.weight.shape[0];
     tiling_ = flce_fused_tiling(bt, h, v, dtype_size(a.input.dtype), flce_gemmable(a.input), flce_gemmable(a.weight),
@@ -157,7 +158,8 @@ class FusedLaunch final : public core::Launch {
                                 const std::vector<float>& cu, const std::vector<int64_t>& col) const;
 
   Args a_;
-  int64_t ignore_index_, reduction_;
+  int64_t ignore_index_;
+  Reduction reduction_;
   FusedLinearCrossEntropyOptions o_;
   FlceFusedTiling tiling_;
 };
@@ -220,7 +222,7 @@ void FusedLaunch::run(void* workspace) {
   const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
   int64_t valid = 0;
   const std::vector<int64_t> col = target_columns(&valid);
-  const bool has_cw = flce_present(a_.class_weight), has_bias = flce_present(a_.bias);
+  const bool has_cw = core::present(a_.class_weight), has_bias = core::present(a_.bias);
   const std::vector<float> cw = has_cw ? to_f32(a_.class_weight) : std::vector<float>();
   const std::vector<float> bias = has_bias ? to_f32(a_.bias) : std::vector<float>();
   double cw_total = double(v);
@@ -230,9 +232,10 @@ void FusedLaunch::run(void* workspace) {
   }
   // Upstream gradient per row, row weights w_t and the reduction's divisors.
   std::vector<float> go(bt, 1.0f), wt(bt, 0.0f), scale(bt, 0.0f), zscale(bt, 0.0f);
-  if (flce_present(a_.grad_output)) {
+  if (core::present(a_.grad_output)) {
     const Vec1 g(a_.grad_output);
-    const bool per_row = a_.grad_output.numel() != 1 || (reduction_ == 0 && a_.grad_output.rank() == 1 && bt == 1);
+    const bool per_row =
+        a_.grad_output.numel() != 1 || (reduction_ == Reduction::kNone && a_.grad_output.rank() == 1 && bt == 1);
     for (int64_t i = 0; i < bt; ++i) go[i] = g.f32(per_row ? i : 0);
   }
   double wt_total = 0.0;
@@ -241,7 +244,8 @@ void FusedLaunch::run(void* workspace) {
       wt[i] = has_cw ? cw[col[i]] : 1.0f;
       wt_total += wt[i];
     }
-  const double ce_div = reduction_ == 1 ? wt_total : 1.0, z_div = reduction_ == 1 ? double(valid) : 1.0;
+  const bool mean = reduction_ == Reduction::kMean;
+  const double ce_div = mean ? wt_total : 1.0, z_div = mean ? double(valid) : 1.0;
   for (int64_t i = 0; i < bt; ++i)
     if (col[i] >= 0) {
       scale[i] = ce_div != 0.0 ? float(double(go[i]) / ce_div) : 0.0f;
@@ -255,7 +259,7 @@ void FusedLaunch::run(void* workspace) {
   spec.scale = scale.data();
   spec.zscale = zscale.data();
   spec.target_w = wt.data();
-  std::vector<float> gb_acc(has_bias || flce_present(a_.grad_bias) ? v : 0, 0.0f);
+  std::vector<float> gb_acc(has_bias || core::present(a_.grad_bias) ? v : 0, 0.0f);
   FlceFeatures f;
   f.bias = has_bias ? bias.data() : nullptr;
   f.softcap = o_.softcap;
@@ -306,20 +310,20 @@ void FusedLaunch::run(void* workspace) {
   }
   // Losses: per row, or reduced in one fixed order (double).
   const Vec1 loss(a_.loss);
-  const bool want_z = flce_present(a_.z_loss);
+  const bool want_z = core::present(a_.z_loss);
   const Vec1 zout = want_z ? Vec1(a_.z_loss) : Vec1();
   double ce_total = 0.0, z_total = 0.0;
   for (int64_t i = 0; i < bt; ++i) {
-    if (reduction_ == 0) {
+    if (reduction_ == Reduction::kNone) {
       loss.set_f32(i, ce[i] + zl[i]);
       if (want_z) zout.set_f32(i, zl[i]);
     }
     ce_total += ce[i];
     z_total += zl[i];
   }
-  if (reduction_ != 0) {
-    const double c = reduction_ == 1 ? ce_total / wt_total : ce_total;  // 0 / 0: NaN, as PyTorch
-    const double z = reduction_ == 1 ? z_total / double(valid) : z_total;
+  if (reduction_ != Reduction::kNone) {
+    const double c = mean ? ce_total / wt_total : ce_total;  // 0 / 0: NaN, as PyTorch
+    const double z = mean ? z_total / double(valid) : z_total;
     loss.set_f32(0, float(c + z));
     if (want_z) zout.set_f32(0, float(z));
   }
@@ -327,7 +331,7 @@ void FusedLaunch::run(void* workspace) {
     o_.filter_blocks[0] = filter_blocks[0];
     o_.filter_blocks[1] = filter_blocks[1];
   }
-  if (flce_present(a_.grad_bias)) {
+  if (core::present(a_.grad_bias)) {
     const TensorView& gb = a_.grad_bias;
     flce_kernels(tiling_.isa)->cast_row(gb_acc.data(), v, gb.dtype, gb.data, gb.strides[0]);
   }
@@ -339,7 +343,7 @@ void FusedLaunch::run(void* workspace) {
 namespace tilegrad {
 
 void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& weight, const TensorView& target,
-                                   int64_t ignore_index, int64_t reduction, const TensorView& loss,
+                                   int64_t ignore_index, Reduction reduction, const TensorView& loss,
                                    const TensorView& grad_input, const TensorView& grad_weight,
                                    const FusedLinearCrossEntropyOptions& options) {
   ops::Args a{input,
@@ -358,7 +362,7 @@ void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& we
 }
 
 void fused_linear_cross_entropy(const TensorView& input, const TensorView& weight, const TensorView& target,
-                                int64_t ignore_index, int64_t reduction, const TensorView& loss,
+                                int64_t ignore_index, Reduction reduction, const TensorView& loss,
                                 const TensorView& grad_input, const TensorView& grad_weight) {
   fused_linear_cross_entropy_ex(input, weight, target, ignore_index, reduction, loss, grad_input, grad_weight, {});
 }

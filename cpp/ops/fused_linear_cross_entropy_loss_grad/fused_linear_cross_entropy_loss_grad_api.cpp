@@ -23,7 +23,7 @@ struct Args {
 };
 
 void validate(const Args& a, float label_smoothing) {
-  const bool hp = flce_present(a.softmax);
+  const bool hp = core::present(a.softmax);
   core::require_well_formed(kOp, "grad", a.grad);
   core::require_well_formed(kOp, "input", a.input);
   core::require_well_formed(kOp, "weight", a.weight);
@@ -40,7 +40,7 @@ void validate(const Args& a, float label_smoothing) {
   // dtypes
   core::require_dtype(kOp, "grad", a.grad, {DType::kFloat32});
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
-  flce_require_same_dtype(kOp, "weight", a.weight, "input", a.input);
+  core::require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "targetMask", a.mask, {DType::kUInt8, DType::kBool});
   core::require_dtype(kOp, "maskedTarget", a.masked, {DType::kInt32, DType::kInt64});
   if (hp) {
@@ -49,8 +49,8 @@ void validate(const Args& a, float label_smoothing) {
     core::require_dtype(kOp, "logitsMaxOptional", a.max, {DType::kFloat32});
     core::require_dtype(kOp, "sumExpLogitsOptional", a.sum, {DType::kFloat32});
   }
-  flce_require_same_dtype(kOp, "inputGradOut", a.gin, "input", a.input);
-  flce_require_same_dtype(kOp, "weightGradOut", a.gw, "input", a.input);
+  core::require_same_dtype(kOp, "inputGradOut", a.gin, "input", a.input);
+  core::require_same_dtype(kOp, "weightGradOut", a.gw, "input", a.input);
   // ranks
   core::require_rank(kOp, "grad", a.grad, 1, 1);
   core::require_rank(kOp, "input", a.input, 2, 2);
@@ -102,7 +102,7 @@ class LossGradLaunch final : public core::Launch {
   LossGradLaunch(const Args& a, float label_smoothing, int64_t budget) : a_(a) {
     validate(a_, label_smoothing);
     tiling_ = flce_grad_tiling(a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
-                               !flce_present(a.softmax), flce_gemmable(a.input), flce_gemmable(a.weight),
+                               !core::present(a.softmax), flce_gemmable(a.input), flce_gemmable(a.weight),
                                flce_gemmable(a.gin), flce_gemmable(a.gw), budget, core::Platform::current());
     trace_.record(kOp, {{"grad", &a_.grad}, {"input", &a_.input}, {"weight", &a_.weight}, {"targetMask", &a_.mask},
                         {"maskedTarget", &a_.masked}, {"logitsMaxOptional", &a_.max},
@@ -114,7 +114,7 @@ class LossGradLaunch final : public core::Launch {
 
   void run(void* workspace) override {
     const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
-    const bool hp = flce_present(a_.softmax);
+    const bool hp = core::present(a_.softmax);
     std::vector<float> grad(bt), mx(hp ? 0 : bt), sum(hp ? 0 : bt);
     std::vector<int64_t> target(bt);
     const Vec1 g(a_.grad), mask(a_.mask), masked(a_.masked), vmax(a_.max), vsum(a_.sum);

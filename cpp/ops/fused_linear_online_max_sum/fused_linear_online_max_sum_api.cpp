@@ -29,19 +29,19 @@ void validate(const Args& a, int64_t start, int64_t end) {
   const char* names[] = {"input", "weight", "target", "logitsMaxLocalOut", "sumExpLogitsLocalOut",
                          "predictedLogitsLocalOut", "targetMaskOut", "maskedTargetOut"};
   for (int i = 0; i < 8; ++i) core::require_well_formed(kOp, names[i], *views[i]);
-  const bool has_logits = flce_present(a.logits);
+  const bool has_logits = core::present(a.logits);
   if (has_logits) core::require_well_formed(kOp, "vocabParallelLogitsOutOptional", a.logits);
   // dtypes
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
-  flce_require_same_dtype(kOp, "weight", a.weight, "input", a.input);
+  core::require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "target", a.target, kIndexTypes);
   core::require_dtype(kOp, "logitsMaxLocalOut", a.max, {DType::kFloat32});
   core::require_dtype(kOp, "sumExpLogitsLocalOut", a.sum, {DType::kFloat32});
   core::require_dtype(kOp, "predictedLogitsLocalOut", a.pred, {DType::kFloat32});
   core::require_dtype(kOp, "targetMaskOut", a.mask, {DType::kUInt8});
-  flce_require_same_dtype(kOp, "maskedTargetOut", a.masked, "target", a.target);
+  core::require_same_dtype(kOp, "maskedTargetOut", a.masked, "target", a.target);
   if (has_logits)
-    flce_require_same_dtype(kOp, "vocabParallelLogitsOutOptional", a.logits, "input", a.input);
+    core::require_same_dtype(kOp, "vocabParallelLogitsOutOptional", a.logits, "input", a.input);
   // ranks
   core::require_rank(kOp, "input", a.input, 2, 2);
   core::require_rank(kOp, "weight", a.weight, 2, 2);
@@ -110,12 +110,12 @@ class OnlineMaxSumLaunch final : public core::Launch {
         if (local[byte * 8 + k] < 0) bits |= uint8_t(1u << k);
       *reinterpret_cast<uint8_t*>(mask.ptr(byte)) = bits;
     }
-    if (a_.input.shape[1] == 0 && !flce_present(a_.logits)) {
+    if (a_.input.shape[1] == 0 && !core::present(a_.logits)) {
       write_zero_width_statistics(bt);
       return;
     }
     flce_forward_run(tiling_, a_.input, a_.weight, local.data(), Vec1(a_.max), Vec1(a_.sum), Vec1(a_.pred),
-                     flce_present(a_.logits) ? &a_.logits : nullptr, workspace);
+                     core::present(a_.logits) ? &a_.logits : nullptr, workspace);
   }
 
  private:

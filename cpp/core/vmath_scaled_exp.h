@@ -1,5 +1,6 @@
-// c * exp(x) + a for the cross-entropy kernels, over the simd:: interface (include after one
-// simd_<isa>.h). Built for log-probabilities and shifted logits (x <= 0), safe for any x:
+// c * exp(x) + a over the simd:: interface (include after one simd_<isa>.h), for kernels with one
+// scale c per row (the cross-entropy forward and gradient). Built for log-probabilities and shifted
+// logits (x <= 0), safe for any x:
 //   x = n ln2 + r, |r| <= ln2/2, n from the shifter trick (t = x log2e + 1.5*2^23 + 127 leaves n + 127
 //   in t's low bits, so 2^n = as_float((n + 127) << 23) costs one integer shift); r = x - n fl(ln2) in one
 //   fma (|fl(ln2) - ln2| = 1.9e-9, so this adds |n| * 1.9e-9 relative: <= 6e-8 for x >= -20, where
@@ -10,11 +11,11 @@
 //   cancellation: 1.2% of them round the other way, always within one bf16 ulp of exact).
 //   x is clamped to [-88, 88.7]: x <= -88 (and -inf) gives
 //   exactly a (exp below 2^-126 flushes to 0), x >= 88.4 gives inf, NaN propagates. Compared with
-//   simd::exp (vmath.h) this moves the 2^n scaling and the clamps off the FMA pipes: 3 + degree
+//   exp (vmath.h) this moves the 2^n scaling and the clamps off the FMA pipes: 3 + degree
 //   multiply-adds per vector instead of 12.
 #pragma once
 
-namespace tilegrad::ops {
+namespace tilegrad::simd {
 namespace {
 
 // NonPositive: the caller guarantees x <= 0 or NaN (x minus its row maximum), so the upper clamp is skipped.
@@ -49,4 +50,4 @@ struct ScaledExp {
 };
 
 }  // namespace
-}  // namespace tilegrad::ops
+}  // namespace tilegrad::simd
