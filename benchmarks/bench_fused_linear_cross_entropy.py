@@ -91,10 +91,7 @@ def filtering(args, h, v, scale):
                                                                      filter_eps="auto")}
             results = {k: f() for k, f in fns.items()}  # warm-up; keeps the outputs
             active, total = tg.fused_linear_cross_entropy_filter_stats()
-            best = {k: float("inf") for k in fns}
-            for _ in range(args.reps):
-                for k, f in fns.items():
-                    best[k] = min(best[k], cpu_time(f))
+            best = interleaved_min(fns, args.reps, warm_up=False)  # (warmed up above)
             errs = []
             for a, b in zip(results["filtered"][1:3], results["exact"][1:3]):
                 a, b = a.astype(np.float64), b.astype(np.float64)
@@ -170,6 +167,19 @@ def gemm_ceiling(x, w, n, threads):
         for _ in range(n):
             tg._core._onednn_matmul(x, w.T, out, threads)
     return run
+
+
+def interleaved_min(fns, reps, warm_up=True):
+    """{name: min CPU seconds}: one warm-up call each (primitive creation, first touch), then reps
+    rounds running every contender once per round, interleaved."""
+    if warm_up:
+        for f in fns.values():
+            f()
+    best = {k: float("inf") for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            best[k] = min(best[k], cpu_time(f))
+    return best
 
 
 def cpu_time(fn):
@@ -249,12 +259,7 @@ def main():
         gemms = plan["gemms"]
         fns = {"torch": contender("torch", x, w, t), "tilegrad": contender("tilegrad", x, w, t, budget),
                "GEMMs only": gemm_ceiling(x, w, gemms, threads)}
-        best = {k: float("inf") for k in fns}
-        for k, f in fns.items():  # warm-up (primitive creation, first-touch)
-            f()
-        for _ in range(args.reps):
-            for k, f in fns.items():
-                best[k] = min(best[k], cpu_time(f))
+        best = interleaved_min(fns, args.reps)
         key = (dtype.name, bt)
         if not args.no_chunked and key not in chunked_cache:
             chunked_cache[key] = cpu_time(contender("torch_chunked", x, w, t))
@@ -280,12 +285,7 @@ def main():
     x, w, t = make(bt, h, v, BF16)
     fns = {"torch": contender("torch_naive_grad", x, w, t), "tilegrad": contender("tilegrad_grad", x, w, t),
            "GEMMs only": gemm_ceiling(x, w, 3, threads)}
-    best = {k: float("inf") for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(args.reps):
-        for k, f in fns.items():
-            best[k] = min(best[k], cpu_time(f))
+    best = interleaved_min(fns, args.reps)
     line = (f"| gradient op bf16 BT={bt} (aclnn, memory-saving) | vs naive composite | {best['torch']:.2f} | | "
             f"{best['tilegrad']:.2f} | {best['GEMMs only']:.2f} | **{best['torch'] / best['tilegrad']:.2f}x** "
             f"(target 1.25; GEMMs alone {best['torch'] / best['GEMMs only']:.2f}x) | | "

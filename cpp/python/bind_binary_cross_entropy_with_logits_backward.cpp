@@ -11,13 +11,7 @@
 #include "py_tiling.h"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
-namespace {
-
 constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogitsBackward";
-}  // namespace
 
 void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
   m.def(

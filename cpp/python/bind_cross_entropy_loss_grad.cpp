@@ -7,12 +7,7 @@
 #include "py_tiling.h"
 #include "tilegrad/cross_entropy.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
-namespace {
 constexpr const char* kOp = "aclnnCrossEntropyLossGrad";
-}  // namespace
 
 void bind_cross_entropy_loss_grad(py::module_& m) {
   m.def(

@@ -7,12 +7,7 @@
 #include "py_tiling.h"
 #include "tilegrad/embedding_dense_backward.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
-namespace {
 constexpr const char* kOp = "aclnnEmbeddingDenseBackward";
-}  // namespace
 
 void bind_embedding_dense_backward(py::module_& m) {
   m.def(

@@ -10,9 +10,6 @@
 #include "py_tiling.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
 namespace {
 
 core::Platform platform(int threads, const std::string& isa) {

@@ -5,9 +5,6 @@
 #include "py_tensor.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
 void bind_fused_linear_cross_entropy_loss_grad(py::module_& m) {
   m.def(
       "fused_linear_cross_entropy_loss_grad",

@@ -5,9 +5,6 @@
 #include "py_tensor.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
 namespace {
 int64_t dim0(const TensorView& t) { return t.rank() >= 1 ? t.shape[0] : 0; }
 }  // namespace

@@ -6,12 +6,7 @@
 #include "py_tiling.h"
 #include "tilegrad/silu_backward.hpp"
 
-namespace py = pybind11;
-using namespace tilegrad;
-
-namespace {
 constexpr const char* kOp = "aclnnSiluBackward";
-}  // namespace
 
 void bind_silu_backward(py::module_& m) {
   m.def(

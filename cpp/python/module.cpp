@@ -13,8 +13,6 @@
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/status.hpp"
 
-namespace py = pybind11;
-
 #define TILEGRAD_BIND(op) void bind_##op(py::module_& m);
 #include "ops_registry.inc"
 #undef TILEGRAD_BIND

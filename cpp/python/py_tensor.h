@@ -37,3 +37,8 @@ Isa isa_from_name(const std::string& name);
 core::Platform platform_from(int threads, int64_t l1, int64_t l2, int64_t l3, const std::string& isa);
 
 }  // namespace tilegrad::py_support
+
+// The binding translation units (bind_<op>.cpp, module.cpp) include this header and nothing else;
+// they are written with pybind11 as py and in tilegrad's names.
+namespace py = pybind11;
+using namespace tilegrad;  // NOLINT(google-build-using-namespace): binding sources only
