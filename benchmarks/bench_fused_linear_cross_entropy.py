@@ -100,13 +100,11 @@ def filtering(args, h, v, scale):
                     f"{best['exact']:.2f} | {best['filtered']:.2f} | {1 - active / total:.1%} | "
                     f"**{best['torch'] / best['filtered']:.2f}x** (target 2) | {best['exact'] / best['filtered']:.2f}x | "
                     f"{errs[0]:.1e} / {errs[1]:.1e} (bf16: {2.0 ** -8:.1e}) |")
-            print(line, flush=True)
-            lines.append(line)
-            record(f"filtering prior {prior} {label}", best, "torch", clock="cpu", reps=args.reps,
-                   params={"bt": bt, "h": h, "v": v, "dtype": "bfloat16", "memory_budget": budget,
-                           "plan": plan["plan"], "filter_eps": "auto", "top300_mass": mass},
-                   extra={"blocks active": active, "blocks total": total,
-                          "grad_input change": errs[0], "grad_weight change": errs[1]})
+            emit(lines, line, f"filtering prior {prior} {label}", best, args.reps,
+                 params={"bt": bt, "h": h, "v": v, "dtype": "bfloat16", "memory_budget": budget,
+                         "plan": plan["plan"], "filter_eps": "auto", "top300_mass": mass},
+                 extra={"blocks active": active, "blocks total": total,
+                        "grad_input change": errs[0], "grad_weight change": errs[1]})
     print("\n| logits | plan | torch s | tilegrad exact s | tilegrad filtered s | blocks skipped | filtered vs torch "
           "| filtered vs exact | change vs exact, grad_input / grad_weight (rel. Frobenius) |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -167,6 +165,13 @@ def gemm_ceiling(x, w, n, threads):
         for _ in range(n):
             tg._core._onednn_matmul(x, w.T, out, threads)
     return run
+
+
+def emit(lines, line, case, best, reps, params, extra=None):
+    """One table row: printed now, kept for the table at the end, and written as a JSON line."""
+    print(line, flush=True)
+    lines.append(line)
+    record(case, best, "torch", clock="cpu", reps=reps, params=params, extra=extra)
 
 
 def interleaved_min(fns, reps, warm_up=True):
@@ -275,11 +280,9 @@ def main():
                 f"{tch / best['tilegrad']:.1f}x (target 5) | {eff * 100:.0f}% (target 90) | "
                 + (f"{mem['torch'] / MIB:.0f} / {mem['tilegrad'] / MIB:.0f} MiB = {mem_ratio:.2f} (target {want_mem})"
                    if mem else "n/a") + " |")
-        print(line, flush=True)
-        lines.append(line)
-        record(label, {**best, "torch chunked": tch}, "torch", clock="cpu", reps=args.reps,
-               params={"bt": bt, "h": h, "v": v, "dtype": dtype.name, "memory_budget": budget, "plan": plan["plan"],
-                       "gemms": gemms}, extra={f"extra memory {n} bytes": b for n, b in mem.items()})
+        emit(lines, line, label, {**best, "torch chunked": tch}, args.reps,
+             params={"bt": bt, "h": h, "v": v, "dtype": dtype.name, "memory_budget": budget, "plan": plan["plan"],
+                     "gemms": gemms}, extra={f"extra memory {n} bytes": b for n, b in mem.items()})
     # the aclnn gradient operator (memory-saving mode) vs PyTorch's naive composite, bf16
     bt = 1024 // scale
     x, w, t = make(bt, h, v, BF16)
@@ -290,10 +293,8 @@ def main():
             f"{best['tilegrad']:.2f} | {best['GEMMs only']:.2f} | **{best['torch'] / best['tilegrad']:.2f}x** "
             f"(target 1.25; GEMMs alone {best['torch'] / best['GEMMs only']:.2f}x) | | "
             f"{best['GEMMs only'] / best['tilegrad'] * 100:.0f}% | |")
-    print(line, flush=True)
-    lines.append(line)
-    record(f"gradient op bf16 BT={bt}", best, "torch", clock="cpu", reps=args.reps,
-           params={"bt": bt, "h": h, "v": v, "dtype": "bfloat16", "mode": "memory-saving", "torch": "naive composite"})
+    emit(lines, line, f"gradient op bf16 BT={bt}", best, args.reps,
+         params={"bt": bt, "h": h, "v": v, "dtype": "bfloat16", "mode": "memory-saving", "torch": "naive composite"})
     print("\n| case | tilegrad plan | torch s | torch chunked s | tilegrad s | GEMMs only s | vs torch | "
           "vs chunked | GEMM eff | extra memory torch / tilegrad |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -64,11 +64,7 @@ const char* flce_plan_name(FlcePlan p) {
 FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
                                       bool weight_gemmable, int64_t budget_bytes, const core::Platform& platform) {
   FlceForwardTiling t;
-  t.bt = bt;
-  t.h = h;
-  t.v = v;
-  t.threads = std::max(1, platform.threads);
-  t.isa = platform.isa;
+  static_cast<FlceProblem&>(t) = FlceProblem(bt, h, v, platform);
   if (bt == 0 || v == 0) return t;
   // Rows are the outer dimension (a row's online max/sum needs its V chunks in order).
   pick_chunks(bt, v, 4, budget_bytes, &t.bt_chunk, &t.v_chunk);
@@ -98,13 +94,9 @@ FlceGradTiling grad_tiling_for_order(int64_t bt, int64_t h, int64_t v, int64_t d
                                      bool w_ok, bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p,
                                      bool v_outer) {
   FlceGradTiling t;
-  t.bt = bt;
-  t.h = h;
-  t.v = v;
+  static_cast<FlceProblem&>(t) = FlceProblem(bt, h, v, p);
   t.recompute = recompute;
   t.v_outer = v_outer;
-  t.threads = std::max(1, p.threads);
-  t.isa = p.isa;
   if (bt == 0 || v == 0 || h == 0) return t;
   const bool g_aliases_logits = recompute && dsize == 4;
   const int64_t elem = (recompute ? 4 : 0) + (g_aliases_logits ? 0 : dsize);
@@ -170,12 +162,8 @@ FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_
 FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsize, bool in_ok, bool w_ok,
                                   bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p) {
   FlceFusedTiling t;
-  t.bt = bt;
-  t.h = h;
-  t.v = v;
+  static_cast<FlceProblem&>(t) = FlceProblem(bt, h, v, p);
   t.budget = budget;
-  t.threads = std::max(1, p.threads);
-  t.isa = p.isa;
   // Empty problems take the block path (it writes the zeros and handles H = 0 logits).
   const bool ready = in_ok && w_ok && gin_ok && gw_ok && bt > 0 && v > 0 && h > 0;
   // Bytes per chunk row: fp32 logits, plus a dense G row for 16-bit dtypes.

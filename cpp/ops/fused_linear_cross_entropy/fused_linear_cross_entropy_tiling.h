@@ -26,15 +26,23 @@ constexpr int64_t kFlceMinChunkRows = 128;  // three-GEMM plan: fewest rows per 
 // top); for the single-process op it is the whole workspace of the three-GEMM plans and picks the plan.
 TILEGRAD_API int64_t flce_budget();
 
-struct FlceForwardTiling {
+// What every tiling of the family starts from: the logits' shape (BT x V, hidden H) and the Platform's
+// threads and ISA.
+struct FlceProblem {
   int64_t bt = 0, h = 0, v = 0;
+  int threads = 1;
+  Isa isa = Isa::kScalar;
+  FlceProblem() = default;
+  FlceProblem(int64_t bt_, int64_t h_, int64_t v_, const core::Platform& p)
+      : bt(bt_), h(h_), v(v_), threads(p.threads > 1 ? p.threads : 1), isa(p.isa) {}
+};
+
+struct FlceForwardTiling : FlceProblem {
   int64_t bt_chunk = 0, v_chunk = 0, num_bt_chunks = 0, num_v_chunks = 0;
   uint64_t logits_offset = 0, logits_bytes = 0;          // fp32 block, ld v_chunk
   uint64_t input_copy_offset = 0, input_copy_bytes = 0;  // contiguous copy when oneDNN can't take the view
   uint64_t weight_copy_offset = 0, weight_copy_bytes = 0;
   uint64_t workspace_bytes = 0;
-  int threads = 1;
-  Isa isa = Isa::kScalar;
 
   // Its fields and the plan chosen, for the test hooks and the TILEGRAD_VERBOSE trace (core/describe.h);
   // not `threads`, the Platform's thread count (the trace prints it; the plan never depends on it).
@@ -45,8 +53,7 @@ TILEGRAD_API FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_
                                                    bool input_gemmable, bool weight_gemmable, int64_t budget_bytes,
                                                    const core::Platform& platform);
 
-struct FlceGradTiling {
-  int64_t bt = 0, h = 0, v = 0;
+struct FlceGradTiling : FlceProblem {
   bool recompute = false;  // memory-saving mode: logits recomputed per block
   bool v_outer = true;     // loop order
   int64_t bt_chunk = 0, v_chunk = 0, num_bt_chunks = 0, num_v_chunks = 0;
@@ -59,8 +66,6 @@ struct FlceGradTiling {
   uint64_t input_copy_offset = 0, input_copy_bytes = 0;
   uint64_t weight_copy_offset = 0, weight_copy_bytes = 0;
   uint64_t workspace_bytes = 0;
-  int threads = 1;
-  Isa isa = Isa::kScalar;
 
   TILEGRAD_API void describe(core::FieldVisitor& v) const;  // as FlceForwardTiling's
 };
@@ -75,8 +80,8 @@ struct FlceGradTiling {
 //   kVocabOuter otherwise (or when an operand is not oneDNN-ready): forward blocks for the row
 //               statistics, then the memory-saving gradient recomputing the logits (four GEMMs).
 enum class FlcePlan : int { kWhole = 0, kChunked = 1, kVocabOuter = 2 };
-struct FlceFusedTiling {
-  int64_t bt = 0, h = 0, v = 0, budget = 0;
+struct FlceFusedTiling : FlceProblem {
+  int64_t budget = 0;
   FlcePlan plan = FlcePlan::kVocabOuter;
   int64_t chunk_rows = 0, num_chunks = 0;
   uint64_t logits_offset = 0, logits_bytes = 0;            // fp32 chunk logits (ld V)
@@ -85,8 +90,6 @@ struct FlceFusedTiling {
   FlceForwardTiling fwd;                                   // kVocabOuter
   FlceGradTiling grad;                                     // kVocabOuter
   uint64_t workspace_bytes = 0;
-  int threads = 1;
-  Isa isa = Isa::kScalar;
   // plan, gemms (3, or 4 for kVocabOuter), the chunks and buffers of the plan (vocab_outer: the
   // gradient's blocks and loop order): what fused_linear_cross_entropy_plan() returns. Not threads
   // and isa, the Platform's (the trace prints them; the plan depends on neither).
