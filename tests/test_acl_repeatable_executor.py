@@ -37,6 +37,12 @@ def _repeatable(op, args):
     return ws, ex
 
 
+def _relaunch_with_input(op, ex, ws, index, tensor, data):
+    """Points input `index` (the aclTensor `tensor`) of a repeatable executor at `data`, launches again."""
+    assert lib.aclSetInputTensorAddr(vp(ex), index, vp(tensor), vp(data.ctypes.data)) == ACLNN_SUCCESS
+    assert launch(op, ex, ws) == ACLNN_SUCCESS, last_error()
+
+
 def test_repeatable_executor_launches_until_destroyed():
     rng = np.random.default_rng(1)
     dy, x = rng.standard_normal(40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
@@ -146,8 +152,7 @@ def test_optional_input_that_was_null_has_no_address():
         assert "input 3 (weightOptional) of aclnnBinaryCrossEntropyWithLogitsBackward was null" in last_error()
         # a real input works, and matches a single-use run on the same data
         x2 = rng.standard_normal((4, 3)).astype(np.float32)
-        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(tx), vp(x2.ctypes.data)) == ACLNN_SUCCESS
-        assert launch(op, ex, ws) == ACLNN_SUCCESS, last_error()
+        _relaunch_with_input(op, ex, ws, 1, tx, x2)
         fresh = np.zeros((4, 3), np.float32)
         assert run_op(op, [t.new(g), t.new(x2), t.new(y), None, None, ctypes.c_int64(0), t.new(fresh)]) == \
             (ACLNN_SUCCESS, "")
@@ -173,8 +178,7 @@ def test_cross_entropy_keeps_its_own_copy_of_the_reduction_string():
         ws, ex = _repeatable(fwd, a)
         reduction.value = b"bad"
         x2 = rng.standard_normal((6, 9)).astype(np.float32)
-        assert lib.aclSetInputTensorAddr(vp(ex), 0, vp(a[0]), vp(x2.ctypes.data)) == ACLNN_SUCCESS
-        assert launch(fwd, ex, ws) == ACLNN_SUCCESS, last_error()
+        _relaunch_with_input(fwd, ex, ws, 0, a[0], x2)
         reduction.value = b"sum"
         fresh_loss, fresh_lp = np.zeros((), np.float32), np.zeros((6, 9), np.float32)
         assert run_op(fwd, args(t, x2, fresh_loss, fresh_lp)) == (ACLNN_SUCCESS, "")
