@@ -258,8 +258,10 @@ void gemm_plain(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, b
     const float* src = buf.c.data();
     const bool bf16 = c.dtype == DType::kBFloat16;
     parallel_for(c.rows, threads, [&](int64_t r) {
-      for (int64_t j = 0; j < c.cols; ++j)
-        dst[r * c.row_stride + j * c.col_stride] = bf16 ? f32_to_bf16(src[r * c.cols + j]) : f32_to_f16(src[r * c.cols + j]);
+      for (int64_t j = 0; j < c.cols; ++j) {
+        const float v = src[r * c.cols + j];
+        dst[r * c.row_stride + j * c.col_stride] = bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+      }
     });
     return;
   }

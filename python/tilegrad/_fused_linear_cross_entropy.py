@@ -5,6 +5,7 @@ single-process ``fused_linear_cross_entropy``."""
 import threading
 from typing import Optional, Tuple
 
+import ml_dtypes
 import numpy as np
 
 from . import _core
@@ -186,25 +187,17 @@ def filter_threshold(filter_eps, dtype) -> float:
     if isinstance(filter_eps, str):
         if filter_eps != "auto":
             raise ValueError(f"{op}: filter_eps must be None, 'auto' or a float >= 0, got {filter_eps!r}")
-        try:
-            return float(_float_eps(dtype)) / 32.0
-        except (TypeError, ValueError):
+        if dtype is None or np.dtype(dtype) not in _FILTER_DTYPES:
             raise TypeError(f"{op}: filter_eps='auto' needs a float16, bfloat16 or float32 input, "
-                            f"got dtype {dtype}") from None
+                            f"got dtype {dtype}")
+        return float(ml_dtypes.finfo(dtype).eps) / 32.0
     eps = check_float(op, "filter_eps", filter_eps)
     if not (np.isfinite(eps) and eps >= 0.0):
         raise ValueError(f"{op}: filter_eps must be None, 'auto' or a finite float >= 0, got {filter_eps!r}")
     return eps
 
 
-def _float_eps(dtype) -> float:
-    """Machine epsilon of float16 / bfloat16 / float32 (bfloat16 through ml_dtypes)."""
-    dt = np.dtype(dtype)
-    if dt.name == "bfloat16":
-        return 2.0 ** -7
-    if dt not in (np.float16, np.float32):
-        raise ValueError(dt)
-    return float(np.finfo(dt).eps)
+_FILTER_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32))
 
 
 class _LastFilterBlocks(threading.local):

@@ -173,12 +173,16 @@ void filtered_product(const FlceKernels* k, const GemmMatrix& a, const GemmMatri
   });
 }
 
-// Rows of an fp32 accumulator that no active block reached are zero; the flags are reset for reuse.
+// Rows of an fp32 accumulator that no active block reached are zero (one store per run of such
+// rows); the flags are reset for reuse.
 void zero_unwritten_rows(const FlceKernels* k, const GemmMatrix& acc, uint8_t* written) {
-  for (int64_t r = 0; r < acc.rows; ++r) {
-    if (!written[r]) store_rows(k, nullptr, acc.row_block(r, 1));
-    written[r] = 0;
+  for (int64_t r = 0; r < acc.rows;) {
+    int64_t r1 = r + 1;
+    while (r1 < acc.rows && (written[r1] != 0) == (written[r] != 0)) ++r1;
+    if (!written[r]) store_rows(k, nullptr, acc.row_block(r, r1 - r));
+    r = r1;
   }
+  std::memset(written, 0, acc.rows);
 }
 
 // Both gradient products of one filtered G block g (bc x vc, dense): gin (+)= G @ w_rows and
@@ -434,7 +438,10 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
   const bool transform = f.bias || f.softcap != 0.0f;
   const float ninf = -std::numeric_limits<float>::infinity();
   const bool filter = f.filter_eps > 0.0f;
+  // grad_weight sums over the chunks in fp32: the accumulator (16-bit weights), else the fp32 output
+  // itself. (Filtering, 16-bit, whole plan: no accumulator, the one chunk completes it.)
   const GemmMatrix gw_acc = acc_w ? GemmMatrix::rowmajor(acc_w, DType::kFloat32, v, h, h) : gw;
+  const bool gw_sums = acc_w || dt == DType::kFloat32;
   std::vector<uint8_t> gw_written(filter ? v : 0, 0);
   std::vector<float> row_coef(filter ? t.chunk_rows : 0);  // the chunk's softmax coefficients
   for (int64_t ci = 0, b0 = 0; b0 < t.bt; ++ci, b0 += t.chunk_rows) {
@@ -474,21 +481,14 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
     if (f.grad_bias_acc) accumulate_columns(k, f.grad_bias_acc, g, dt, bc, v, t.threads);
     const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, v, v);
     if (filter) {
-      // grad_weight sums over chunks in fp32 (the accumulator, or the fp32 output), or is complete
-      // after the one chunk (16-bit, whole plan).
-      const bool gw_sums = acc_w || dt == DType::kFloat32;
       filtered_gradients(k, gm, row_coef.data(), x.row_block(b0, bc), w, f, complete_into(gin.row_block(b0, bc)),
                          gw_sums ? accumulate_into(gw_acc, gw_written.data()) : complete_into(gw), t.threads);
       continue;
     }
     core::gemm(gm, w, gin.row_block(b0, bc), false, t.threads);
-    if (acc_w)
-      core::gemm(gm.t(), x.row_block(b0, bc), GemmMatrix::rowmajor(acc_w, DType::kFloat32, v, h, h), ci > 0,
-                 t.threads);
-    else
-      core::gemm(gm.t(), x.row_block(b0, bc), gw, ci > 0, t.threads);
+    core::gemm(gm.t(), x.row_block(b0, bc), gw_acc, ci > 0, t.threads);
   }
-  if (filter && (acc_w || dt == DType::kFloat32)) zero_unwritten_rows(k, gw_acc, gw_written.data());
+  if (filter && gw_sums) zero_unwritten_rows(k, gw_acc, gw_written.data());
   if (acc_w) cast_rows(k, acc_w, grad_weight, 0, v, t.threads);
 }
 
