@@ -123,9 +123,8 @@ void validate(const Args& a, const core::ReductionArg& r, const FusedLinearCross
 // A (V) vector of any float dtype as fp32 values.
 std::vector<float> to_f32(const TensorView& t) {
   std::vector<float> out(t.numel());
-  const int64_t es = dtype_size(t.dtype);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[i] = float(core::load_float_element(t.dtype, static_cast<const char*>(t.data) + i * t.strides[0] * es));
+  const core::Vec1 src(t);
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = src.f32(i);
   return out;
 }
 
