@@ -19,7 +19,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from . import nn
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
-from .patch import PatchSummary, disable, enable, patch, unpatch
+from .patching import PatchSummary, disable, enable, patch, unpatch
 
 __all__ = [
     "binary_cross_entropy_with_logits",

@@ -13,7 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch.functional as TF  # noqa: E402
 import tilegrad.torch.nn as tnn  # noqa: E402
-from tilegrad.torch.patch import CAUSAL_LM_FACTS, disable, enable, is_enabled, patch, unpatch  # noqa: E402
+from tilegrad.torch.patching import CAUSAL_LM_FACTS, disable, enable, is_enabled, patch, unpatch  # noqa: E402
 
 VOCAB, HIDDEN, SEQ, BATCH, STEPS = 96, 32, 12, 3, 20
 LOSS_RTOL = 1e-4  # 20 float32 training steps: tilegrad and torch sum in different orders
@@ -283,16 +283,21 @@ def test_training_under_enable_gives_torch_losses():
     assert_losses_match(losses, train(reference))
 
 
-def test_package_exposes_patch_functions():
-    """``tgt.patch(model)`` is the README's one-line entry point: the package attribute must be the
-    function, not the submodule ``tilegrad.torch.patch`` of the same name (importing the submodule binds
-    that name on the package; ``__init__.py`` imports the functions eagerly so they win)."""
+def test_package_exposes_patch_functions_and_the_module_by_its_own_name():
+    """``tgt.patch(model)`` is the README's one-line entry point: the package attribute is the function.
+    The module is ``tilegrad.torch.patching``, so importing it by name yields the module (a module named
+    ``patch`` would be shadowed by the function: ``import tilegrad.torch.patch as p`` gave the function)."""
+    import types
+
     import tilegrad.torch as tgt
-    patch_module = importlib.import_module("tilegrad.torch.patch")  # the attribute `patch` is the function
+    patching = importlib.import_module("tilegrad.torch.patching")
+    assert isinstance(patching, types.ModuleType)
 
     for name in ("patch", "unpatch", "enable", "disable", "PatchSummary"):
-        assert getattr(tgt, name) is getattr(patch_module, name), name
-    assert callable(tgt.patch)
+        assert getattr(tgt, name) is getattr(patching, name), name
+    assert isinstance(tgt.patch, types.FunctionType)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("tilegrad.torch.patch")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -431,13 +436,229 @@ def test_hf_causal_lm_bfloat16_loss_and_gradients_match_torch():
 
 
 def test_patching_an_inner_causal_lm_then_its_container_does_not_stack():
-    """A causal LM patched on its own, then inside a container: one fused forward, each undone by its own
-    unpatch, and the fallback path (eval) still reaches the model's own forward."""
+    """A causal LM patched on its own, then inside a container: one fused forward, and the fallback
+    path (eval) still reaches the model's own forward. unpatch(container) undoes every patch inside
+    it, including those made from the inner model (records live on the modules they changed)."""
     lm = tiny_causal_lm("llama")
     container = torch.nn.ModuleDict({"lm": lm})
+    before = snapshot(container)
     assert len(patch(lm)) == 4
     assert [r.path for r in patch(container)] == []  # everything in it is patched already
     lm.eval()
     tokens, _ = next(batches())
     assert lm(input_ids=tokens).logits.shape == (BATCH, SEQ, VOCAB)
-    assert len(unpatch(container)) == 0 and len(unpatch(lm)) == 4 and "forward" not in lm.__dict__
+    assert len(unpatch(container)) == 4 and len(unpatch(lm)) == 0
+    assert snapshot(container) == before and "forward" not in lm.__dict__
+
+
+def test_unpatch_of_a_container_restores_what_was_patched_from_a_submodule():
+    """patch(m[0]); patch(m); unpatch(m) leaves nothing of either patch; unpatch(m[0]) alone restores
+    only what lies inside m[0]."""
+    torch.manual_seed(0)
+    model = TinyLlama()
+    before = snapshot(model)
+    first = patch(model.layers[0])
+    assert [r.path for r in first] == ["mlp.act_fn"]
+    second = patch(model)
+    assert "layers.0.mlp.act_fn" not in {r.path for r in second}  # patched already: not again
+    assert len(unpatch(model.layers[1])) == 1  # only its own SiLU
+    assert type(model.layers[0].mlp.act_fn) is tnn.SiLU and type(model.embed_tokens) is tnn.Embedding
+    restored = unpatch(model)
+    assert len(restored) == len(first) + len(second) - 1
+    assert snapshot(model) == before
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, weight):
+        return 2.0 * weight
+
+
+def test_parametrization_registered_after_patch_survives_unpatch():
+    """torch.nn.utils.parametrize derives a class from the module's class (tilegrad's after patch);
+    unpatch keeps the parametrization over the original class instead of dropping ``weight``."""
+    from torch.nn.utils import parametrize
+
+    torch.manual_seed(0)
+    model = TinyLlama()
+    tokens, labels = next(batches())
+    plain = model.embed_tokens.weight.detach().clone()
+    patch(model)
+    parametrize.register_parametrization(model.embed_tokens, "weight", _Scale())
+    patched_out = model.embed_tokens(tokens)
+    unpatch(model)
+
+    embedding = model.embed_tokens
+    assert parametrize.is_parametrized(embedding, "weight")
+    assert type(embedding).__bases__ == (torch.nn.Embedding,) and not isinstance(embedding, tnn.Embedding)
+    torch.testing.assert_close(embedding.weight, 2.0 * plain, rtol=0, atol=0)
+    torch.testing.assert_close(embedding(tokens), patched_out, rtol=0, atol=0)
+    torch.testing.assert_close(embedding(tokens), F.embedding(tokens, 2.0 * plain, padding_idx=0), rtol=0, atol=0)
+    parametrize.remove_parametrizations(embedding, "weight")
+    assert type(embedding) is torch.nn.Embedding
+
+
+def test_unpatch_refuses_a_class_it_cannot_restore_and_changes_nothing():
+    torch.manual_seed(0)
+    model = TinyLlama()
+    patch(model)
+    model.layers[0].mlp.act_fn.__class__ = torch.nn.ReLU  # someone else's swap on top of ours
+    with pytest.raises(RuntimeError, match=r"unpatch: cannot restore.*layers\.0\.mlp\.act_fn.*ReLU"):
+        unpatch(model)
+    assert type(model.embed_tokens) is tnn.Embedding  # nothing was restored
+
+
+class _ConfigRaises(torch.nn.Module):
+    """A module whose ``config`` property raises when read (patch must inspect it: a model-like name)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.act = torch.nn.SiLU()
+
+    @property
+    def config(self):
+        raise RuntimeError("config is not loaded")
+
+
+def test_patch_that_fails_half_way_changes_nothing():
+    _ConfigRaises.__name__ = _ConfigRaises.__qualname__ = "BrokenForCausalLM"
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"first": TinyLlama(), "broken": _ConfigRaises()})
+    before = snapshot(model)
+    with pytest.raises(RuntimeError, match="config is not loaded"):
+        patch(model)
+    assert snapshot(model) == before
+    assert len(unpatch(model)) == 0
+
+
+def test_torch_linear_cross_entropy_loss_is_replaced_at_the_root_and_inside():
+    head = torch.nn.LinearCrossEntropyLoss(HIDDEN, VOCAB)
+    assert patch(head).counts() == {"torch.nn.LinearCrossEntropyLoss -> tilegrad.torch.nn.LinearCrossEntropyLoss": 1}
+    assert type(head) is tnn.LinearCrossEntropyLoss
+    model = TinyLinearCE()
+    assert [r.path for r in patch(model)].count("head") == 1 and type(model.head) is tnn.LinearCrossEntropyLoss
+
+
+# ----------------------------------------------------------------------------------------------
+# transformers: arguments passed through by name, and loud refusals
+
+
+def _cache_field(output):
+    """The name transformers gives the cache in this release (``past_key_values`` or ``cache``)."""
+    import dataclasses
+    names = [f.name for f in dataclasses.fields(output) if f.name in ("past_key_values", "cache")]
+    assert len(names) == 1, names
+    return names[0]
+
+
+@pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
+def test_hf_fused_forward_takes_what_the_model_forward_takes(model_type):
+    """Every named argument of the model's own forward reaches the decoder under its own name: the
+    cache comes back from the fused path exactly as from the model's own forward."""
+    import inspect
+
+    reference = tiny_causal_lm(model_type)
+    patched = tiny_causal_lm(model_type)
+    patched.load_state_dict(reference.state_dict())
+    patch(patched)
+    reference.train()
+    patched.train()
+    tokens, labels = next(batches())
+    positions = torch.arange(SEQ).expand(BATCH, SEQ)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[0, :3] = 0
+    kwargs = dict(input_ids=tokens, labels=labels, attention_mask=mask, position_ids=positions, use_cache=True,
+                  output_hidden_states=True)
+    want, got = reference(**kwargs), patched(**kwargs)
+    assert got.logits is None and want.logits is not None
+    assert abs(got.loss.item() - want.loss.item()) <= 1e-5 * abs(want.loss.item())
+    field = _cache_field(want)
+    assert type(getattr(got, field)) is type(getattr(want, field)) and getattr(want, field) is not None
+    assert len(got.hidden_states) == len(want.hidden_states)
+    torch.testing.assert_close(got.hidden_states[-1], want.hidden_states[-1])
+    # positional arguments bind by the model's own signature too
+    names = list(inspect.signature(type(reference).forward).parameters)[1:]
+    positional = [kwargs.get(name) for name in names[:names.index("labels") + 1]]
+    assert abs(patched(*positional).loss.item() - want.loss.item()) <= 1e-5 * abs(want.loss.item())
+
+
+def tiny_gpt2():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=64)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def _assert_one_warning_naming(record, *fragments):
+    messages = [str(w.message) for w in record if issubclass(w.category, UserWarning)]
+    assert len(messages) == 1, messages
+    for fragment in fragments:
+        assert fragment in messages[0], (fragment, messages[0])
+
+
+def test_an_unknown_causal_lm_is_warned_about_and_listed():
+    """A GPT-2 LM head model: its embeddings are patched, and its loss is said to stay unfused."""
+    model = tiny_gpt2()
+    with pytest.warns(UserWarning) as record:
+        summary = patch(model)
+    _assert_one_warning_naming(record, "GPT2LMHeadModel", "'gpt2'", "CAUSAL_LM_FACTS", "not fused")
+    assert [s.path for s in summary.skipped] == ["<model>"] and "'gpt2'" in summary.skipped[0].reason
+    assert "left as it was (1):" in str(summary)
+    assert summary.counts()["torch.nn.Embedding -> tilegrad.torch.nn.Embedding"] == 2  # tokens, positions
+    unpatch(model)
+
+
+def test_strict_patch_raises_and_changes_nothing():
+    model = tiny_gpt2()
+    before = snapshot(model)
+    with pytest.raises(ValueError, match=r"strict=True.*GPT2LMHeadModel.*'gpt2'"):
+        patch(model, strict=True)
+    assert snapshot(model) == before
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        patch(model, strict="yes")
+
+
+def test_a_causal_lm_whose_head_is_not_linear_is_warned_about():
+    model = tiny_causal_lm("llama")
+    model.lm_head = torch.nn.Sequential(model.lm_head)
+    with pytest.warns(UserWarning) as record:
+        summary = patch(model)
+    _assert_one_warning_naming(record, "LlamaForCausalLM", "lm_head is Sequential", "not torch.nn.Linear")
+    assert "forward" not in model.__dict__ and len(summary.skipped) == 1
+    model.train()
+    tokens, labels = next(batches())
+    assert model(input_ids=tokens, labels=labels).logits is not None  # the model's own forward, unchanged
+
+
+def _subclass_with_forward(base, forward):
+    return type(base.__name__.replace("Llama", "Custom"), (base,), {"forward": forward})
+
+
+def test_a_forward_that_cannot_be_mapped_is_warned_about():
+    transformers = pytest.importorskip("transformers")
+    base = transformers.LlamaForCausalLM
+
+    def no_logits_to_keep(self, input_ids=None, labels=None, **kwargs):
+        return base.forward(self, input_ids=input_ids, labels=labels, **kwargs)
+
+    def extra_argument(self, input_ids=None, labels=None, logits_to_keep=0, temperature=1.0, **kwargs):
+        return base.forward(self, input_ids=input_ids, labels=labels, logits_to_keep=logits_to_keep, **kwargs)
+
+    for forward, reason in ((no_logits_to_keep, "has no parameter 'logits_to_keep'"),
+                            (extra_argument, "takes 'temperature', which LlamaModel.forward does not")):
+        model = tiny_causal_lm("llama")
+        model.__class__ = _subclass_with_forward(base, forward)
+        with pytest.warns(UserWarning) as record:
+            summary = patch(model)
+        _assert_one_warning_naming(record, "CustomForCausalLM", reason)
+        assert len(summary.skipped) == 1 and "forward" not in model.__dict__
+
+
+def test_patching_a_supported_causal_lm_says_nothing():
+    import warnings
+
+    model = tiny_causal_lm("qwen2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = patch(model, strict=True)
+    assert summary.skipped == [] and "forward" in model.__dict__

@@ -1,0 +1,582 @@
+"""One-line adoption: switch an existing model, or torch.nn.functional as a whole, to tilegrad.
+
+    import tilegrad.torch as tgt
+    summary = tgt.patch(model)    # in place; prints as a table of what was replaced
+    tgt.unpatch(model)            # exactly the original modules and forward again
+    tgt.enable()                  # torch.nn.functional.silu/cross_entropy/... -> tilegrad, process-wide
+    tgt.disable()                 # torch's functions again
+
+``patch`` changes the *class* of each supported module (``module.__class__``) to tilegrad's subclass
+of the same torch class, so the module object, its Parameter objects, hooks, ``state_dict`` and any
+optimizer built on ``model.parameters()`` are untouched. Only modules whose type is exactly the torch
+class are switched (a user subclass may override ``forward``).
+
+Patching is all or nothing: everything is planned before anything changes, so a module that cannot
+be inspected (a ``config`` property that raises, say) leaves the model as it was. What ``patch``
+knows how to do for a kind of module but cannot do for this one (a causal LM whose ``model_type`` is
+not in ``CAUSAL_LM_FACTS``, a head that is not ``nn.Linear``, a forward whose arguments cannot be
+mapped) is said in one ``UserWarning`` per module and listed in ``PatchSummary.skipped``;
+``patch(model, strict=True)`` raises ``ValueError`` instead. Each change is recorded on the module
+it changed, so ``unpatch(model)`` undoes every patch inside ``model``, whichever root it was made from.
+
+(The module is ``tilegrad.torch.patching``; the package re-exports its functions, so
+``tgt.patch(model)`` is the function.)
+
+With Hugging Face ``transformers`` loaded, ``patch`` also handles the causal LMs listed in
+``CAUSAL_LM_FACTS``: their SiLU activation modules (``transformers.activations.SiLUActivation``), the
+token embedding (a plain ``torch.nn.Embedding``), and the training loss, which is computed as a fused
+linear cross entropy from the final hidden states (as Liger-Kernel does) so the ``(tokens, vocab)``
+logits never exist whole: in training mode with ``labels``, the output has the loss and
+``logits=None``. Without labels, in eval mode, or with options the fused path does not cover, the
+model's own forward runs unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import itertools
+import sys
+import types
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch.nn import functional as F
+
+from . import functional as TF
+from . import nn as tnn
+
+__all__ = ["patch", "unpatch", "enable", "disable", "is_enabled", "PatchSummary", "Replacement", "Skipped",
+           "CAUSAL_LM_FACTS"]
+
+_RECORDS_ATTR = "_tilegrad_patch_records"  # on each module patch changed: its undo records
+_sequence = itertools.count()  # orders undo records across modules and roots
+
+
+# ----------------------------------------------------------------------------------------------
+# per-model facts
+
+
+@dataclasses.dataclass(frozen=True)
+class CausalLMFacts:
+    """Where a Hugging Face causal LM keeps the parts the fused loss needs.
+
+    ``decoder``: attribute holding the base model (returns ``last_hidden_state``); ``lm_head``:
+    attribute holding the output ``nn.Linear``. All listed models share transformers' standard
+    causal-LM forward (``self.model`` -> ``slice_logits_to_keep`` -> ``self.lm_head`` ->
+    ``self.loss_function``), checked by the tests against each model's own forward. The argument
+    names are not listed: the fused forward reads them from the model's own signature.
+    """
+
+    decoder: str = "model"
+    lm_head: str = "lm_head"
+
+
+# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py
+CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
+    "llama": CausalLMFacts(),
+    "mistral": CausalLMFacts(),
+    "qwen2": CausalLMFacts(),
+    "qwen3": CausalLMFacts(),
+}
+
+# the parameters of a causal-LM forward that the fused path reads itself; every other named
+# parameter is handed on to the decoder under its own name, whatever transformers calls it
+_CONSUMED_PARAMETERS = ("labels", "logits_to_keep")
+# module class names that mark a language model with a loss head (transformers' naming)
+_LM_CLASS_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+# ----------------------------------------------------------------------------------------------
+# summary
+
+
+@dataclasses.dataclass(frozen=True)
+class Replacement:
+    """One change made by :func:`patch`: module path in the model, what it was, what it is now."""
+
+    path: str
+    before: str
+    after: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """Something :func:`patch` knows how to replace for this kind of module but left as it was, and why."""
+
+    path: str
+    module: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.module}): {self.reason}"
+
+
+class PatchSummary:
+    """What :func:`patch` replaced (or :func:`unpatch` restored), and what it left as it was; prints
+    as a small table."""
+
+    def __init__(self, replacements: List[Replacement], action: str = "patched",
+                 skipped: Optional[List[Skipped]] = None) -> None:
+        self.replacements = list(replacements)
+        self.action = action
+        self.skipped = list(skipped or [])
+
+    def __len__(self) -> int:
+        return len(self.replacements)
+
+    def __iter__(self):
+        return iter(self.replacements)
+
+    def counts(self) -> Dict[str, int]:
+        """Number of changes per ``before -> after`` kind."""
+        out: Dict[str, int] = {}
+        for r in self.replacements:
+            key = f"{r.before} -> {r.after}"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def __repr__(self) -> str:
+        return f"PatchSummary({self.action}: {self.counts()}, skipped={len(self.skipped)})"
+
+    def __str__(self) -> str:
+        lines = [f"tilegrad: nothing {self.action}"] if not self.replacements else \
+            [f"tilegrad {self.action} {len(self.replacements)} item(s):"]
+        if self.replacements:
+            width = max(len(r.path) for r in self.replacements)
+            lines += [f"  {r.path:<{width}}  {r.before} -> {r.after}" for r in self.replacements]
+        if self.skipped:
+            lines.append(f"left as it was ({len(self.skipped)}):")
+            lines += [f"  {s}" for s in self.skipped]
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# undo records, kept on the module each one changed
+
+
+@dataclasses.dataclass
+class _ClassSwap:
+    """``module.__class__`` was changed to ``new_class``; ``added`` attributes were set for it."""
+
+    module: torch.nn.Module
+    old_class: type
+    new_class: type
+    added: Dict[str, Any]
+    replacement: Replacement
+    sequence: int = dataclasses.field(default_factory=lambda: next(_sequence))
+
+    def apply(self) -> None:
+        for name, value in self.added.items():
+            self.module.__dict__[name] = value
+        self.module.__class__ = self.new_class
+
+    def undo_problem(self) -> Optional[str]:
+        current = type(self.module)
+        if current is self.new_class or self.new_class in current.__bases__:
+            return None
+        return (f"its class is now {_qualname(current)}, neither {_qualname(self.new_class)} nor a class "
+                f"derived from it")
+
+    def undo(self) -> None:
+        current = type(self.module)
+        if current is self.new_class:
+            self.module.__class__ = self.old_class
+        else:  # a class derived from ours after patch(), e.g. torch.nn.utils.parametrize's Parametrized<X>
+            self.module.__class__ = _rebased(current, self.new_class, self.old_class)
+        for name in self.added:
+            self.module.__dict__.pop(name, None)
+
+
+def _rebased(cls: type, base: type, replacement: type) -> type:
+    """``cls`` again, deriving from ``replacement`` where it derived from ``base``: a class made for the
+    patched module after patching (parametrizations inject one, holding the parametrized properties)
+    is kept, over the original class. Its own later undo (``remove_parametrizations`` restores
+    ``__bases__[0]``) then lands on the original class too."""
+    namespace = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    bases = tuple(replacement if b is base else b for b in cls.__bases__)
+    return type(cls.__name__, bases, namespace)
+
+
+@dataclasses.dataclass
+class _ForwardSwap:
+    """An instance ``forward`` is installed; ``previous`` is the instance attribute it shadows, if any."""
+
+    module: torch.nn.Module
+    had_instance_forward: bool
+    previous: Any
+    replacement: Replacement
+    sequence: int = dataclasses.field(default_factory=lambda: next(_sequence))
+
+    def apply(self) -> None:
+        if self.had_instance_forward:  # e.g. a hook library's wrapper: the fallback path keeps calling it
+            self.module.__dict__[_PREVIOUS_FORWARD_ATTR] = self.previous
+        self.module.__dict__["forward"] = types.MethodType(_fused_causal_lm_forward, self.module)
+
+    def undo_problem(self) -> Optional[str]:
+        return None
+
+    def undo(self) -> None:
+        self.module.__dict__.pop(_PREVIOUS_FORWARD_ATTR, None)
+        if self.had_instance_forward:
+            self.module.__dict__["forward"] = self.previous
+        else:
+            self.module.__dict__.pop("forward", None)
+
+
+_Change = Union[_ClassSwap, _ForwardSwap]
+
+
+def _record(change: _Change) -> None:
+    change.module.__dict__.setdefault(_RECORDS_ATTR, []).append(change)
+
+
+def _unrecord(change: _Change) -> None:
+    records = change.module.__dict__.get(_RECORDS_ATTR, [])
+    if change in records:
+        records.remove(change)
+    if not records:
+        change.module.__dict__.pop(_RECORDS_ATTR, None)
+
+
+def _recorded(module: torch.nn.Module, kind: type) -> bool:
+    return any(isinstance(r, kind) for r in module.__dict__.get(_RECORDS_ATTR, ()))
+
+
+# ----------------------------------------------------------------------------------------------
+# module class swaps
+
+
+def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_entropy_with_logits: bool,
+                linear_cross_entropy: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
+    """exact torch class -> (tilegrad class, attributes the tilegrad class needs and the old one lacks)."""
+    rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
+    if silu:
+        rules[torch.nn.SiLU] = (tnn.SiLU, {})
+        hf_activations = sys.modules.get("transformers.activations")  # never import transformers ourselves
+        hf_silu = getattr(hf_activations, "SiLUActivation", None)
+        if isinstance(hf_silu, type):
+            rules[hf_silu] = (tnn.SiLU, {"inplace": False})
+    if embedding:
+        rules[torch.nn.Embedding] = (tnn.Embedding, {})
+    if cross_entropy:
+        rules[torch.nn.CrossEntropyLoss] = (tnn.CrossEntropyLoss, {"z_loss_scale": 0.0})
+    if binary_cross_entropy_with_logits:
+        rules[torch.nn.BCEWithLogitsLoss] = (tnn.BCEWithLogitsLoss, {})
+    if linear_cross_entropy and hasattr(torch.nn, "LinearCrossEntropyLoss"):
+        rules[torch.nn.LinearCrossEntropyLoss] = (tnn.LinearCrossEntropyLoss, {})
+    return rules
+
+
+def _plan_class_swap(path: str, module: torch.nn.Module, rules: Dict[type, Tuple[type, Dict[str, Any]]]
+                     ) -> Optional[_ClassSwap]:
+    rule = rules.get(type(module))
+    if rule is None:
+        return None
+    new_class, needed = rule
+    added = {name: value for name, value in needed.items() if name not in module.__dict__}
+    return _ClassSwap(module, type(module), new_class, added,
+                      Replacement(path or "<model>", _qualname(type(module)), _qualname(new_class)))
+
+
+def _qualname(cls: type) -> str:
+    module = "torch.nn" if cls.__module__.startswith("torch.nn.modules") else cls.__module__
+    return f"{module}.{cls.__qualname__}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Hugging Face causal LMs: the loss as a fused linear cross entropy
+
+
+@dataclasses.dataclass(frozen=True)
+class _ForwardMap:
+    """How a causal LM's own forward is read: its signature, the named parameters handed on to the
+    decoder, and the name of its ``**kwargs`` (loss options such as ``num_items_in_batch`` live there)."""
+
+    signature: inspect.Signature
+    passed: Tuple[str, ...]
+    var_keyword: str
+    output_class: Optional[type]
+
+
+def _looks_like_language_model(module: torch.nn.Module) -> bool:
+    return type(module).__name__.endswith(_LM_CLASS_SUFFIXES) and hasattr(module, "config")
+
+
+def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
+    """The facts for a transformers causal LM this module can take the fused loss on, else the reason
+    it cannot (a sentence for the warning)."""
+    model_type = getattr(getattr(module, "config", None), "model_type", None)
+    facts = CAUSAL_LM_FACTS.get(model_type)
+    if facts is None:
+        return (f"model_type {model_type!r} is not in tilegrad.torch.patching.CAUSAL_LM_FACTS "
+                f"({', '.join(sorted(CAUSAL_LM_FACTS))}); its loss is not fused")
+    if not type(module).__name__.endswith("ForCausalLM"):
+        return f"{type(module).__name__} is not a ForCausalLM class; its loss is not fused"
+    head = getattr(module, facts.lm_head, None)
+    if not isinstance(head, torch.nn.Linear):
+        return f"its {facts.lm_head} is {type(head).__name__}, not torch.nn.Linear; its loss is not fused"
+    decoder = getattr(module, facts.decoder, None)
+    if not isinstance(decoder, torch.nn.Module):
+        return f"it has no decoder module {facts.decoder!r}; its loss is not fused"
+    forward_map = _forward_map(type(module), type(decoder))
+    return facts if isinstance(forward_map, _ForwardMap) else forward_map + "; its loss is not fused"
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_map(cls: type, decoder_cls: type) -> Union[_ForwardMap, str]:
+    """Read the class's own forward once: what it takes is what the fused forward takes and hands on.
+    A reason (str) where it cannot be mapped."""
+    signature = inspect.signature(cls.forward)
+    parameters = list(signature.parameters.values())[1:]
+    names = [p.name for p in parameters]
+    missing = [name for name in _CONSUMED_PARAMETERS if name not in names]
+    if missing:
+        return f"{cls.__name__}.forward has no parameter {' or '.join(map(repr, missing))}"
+    if any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in parameters):
+        return f"{cls.__name__}.forward takes positional-only arguments"
+    var_keyword = [p.name for p in parameters if p.kind is p.VAR_KEYWORD]
+    if not var_keyword:
+        return f"{cls.__name__}.forward takes no **kwargs (where the loss options arrive)"
+    passed = tuple(p.name for p in parameters if p.kind is not p.VAR_KEYWORD and p.name not in _CONSUMED_PARAMETERS)
+    decoder_parameters = inspect.signature(decoder_cls.forward).parameters
+    not_taken = [name for name in passed if name not in decoder_parameters]
+    if not_taken:
+        return (f"{cls.__name__}.forward takes {', '.join(map(repr, not_taken))}, which "
+                f"{decoder_cls.__name__}.forward does not")
+    output_class = signature.return_annotation if isinstance(signature.return_annotation, type) else None
+    return _ForwardMap(signature, passed, var_keyword[0], output_class)
+
+
+def _standard_causal_lm_loss() -> Optional[Callable]:
+    loss_utils = sys.modules.get("transformers.loss.loss_utils")
+    return getattr(loss_utils, "ForCausalLMLoss", None)
+
+
+_PREVIOUS_FORWARD_ATTR = "_tilegrad_previous_forward"
+
+
+def _fused_causal_lm_forward(self, *args, **kwargs):
+    """tilegrad-patched causal-LM forward: in training with labels the loss is a fused linear cross
+    entropy from the final hidden states and ``logits`` is None; otherwise the model's own forward.
+
+    It takes exactly what the model's own forward takes (bound against that signature, so any
+    spelling transformers uses, e.g. ``past_key_values`` or ``cache``, passes through unchanged).
+    Installed as a bound method (``types.MethodType``) so that ``copy.deepcopy`` of a patched model
+    rebinds it to the copy.
+    """
+    facts = _causal_lm_facts(self)
+    if isinstance(facts, CausalLMFacts):
+        decoder = getattr(self, facts.decoder)
+        forward_map = _forward_map(type(self), type(decoder))
+        bound = forward_map.signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        labels, logits_to_keep = bound.arguments["labels"], bound.arguments["logits_to_keep"]
+        if _fused_loss_applies(self, labels, logits_to_keep):
+            options = dict(bound.arguments[forward_map.var_keyword])
+            return_dict = options.pop("return_dict", None)
+            if return_dict is None:
+                return_dict = getattr(self.config, "return_dict", True)
+            outputs = decoder(**{name: bound.arguments[name] for name in forward_map.passed}, **options)
+            loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(self, facts.lm_head), labels, **options)
+            result = _causal_lm_output(forward_map.output_class, loss, outputs)
+            return result if return_dict else result.to_tuple()
+    previous = self.__dict__.get(_PREVIOUS_FORWARD_ATTR) or type(self).forward.__get__(self)
+    return previous(*args, **kwargs)
+
+
+def _causal_lm_output(output_class: Optional[type], loss: torch.Tensor, decoder_outputs):
+    """The model's own output class, with ``logits=None`` and every other field the decoder returned
+    (``past_key_values`` or ``cache``, hidden states, attentions) carried over by name."""
+    if output_class is None or not dataclasses.is_dataclass(output_class):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+        output_class = CausalLMOutputWithPast
+    carried = {f.name: getattr(decoder_outputs, f.name, None) for f in dataclasses.fields(output_class)
+               if f.name not in ("loss", "logits")}
+    return output_class(loss=loss, logits=None, **carried)
+
+
+def _fused_loss_applies(model: torch.nn.Module, labels, logits_to_keep) -> bool:
+    """Only the plain training case: labels, all positions, transformers' standard causal-LM loss."""
+    return (model.training and labels is not None and isinstance(logits_to_keep, int) and logits_to_keep == 0
+            and getattr(model.config, "final_logit_softcapping", None) is None
+            and getattr(model, "loss_function", None) is _standard_causal_lm_loss())
+
+
+def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels: torch.Tensor, *,
+                          num_items_in_batch=None, ignore_index: int = -100, shift_labels=None, **_: Any
+                          ) -> torch.Tensor:
+    """transformers' ForCausalLMLoss (tokens < n predict n; mean over non-ignored tokens, or sum /
+    num_items_in_batch), with the logits formed block by block inside tilegrad's fused op."""
+    if shift_labels is None:
+        # the label of position t is token t + 1; the last position has none (ignored), so hidden
+        # stays whole and is never sliced or copied
+        shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    shift_labels = shift_labels.to(hidden.device).reshape(hidden.shape[:-1])
+    reduction = "sum" if num_items_in_batch is not None else "mean"
+    loss = TF.linear_cross_entropy(hidden, lm_head.weight, shift_labels, linear_bias=lm_head.bias,
+                                   reduction=reduction, ignore_index=ignore_index).float()
+    if num_items_in_batch is not None:
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        loss = loss / num_items_in_batch
+    return loss
+
+
+def _plan_forward_swap(path: str, module: torch.nn.Module) -> Union[_ForwardSwap, Skipped, None]:
+    """The fused-loss forward for a supported causal LM; a Skipped (with the reason) for a language
+    model it cannot take; None for anything else or a model patched already (from any root)."""
+    if not _looks_like_language_model(module) or _recorded(module, _ForwardSwap):
+        return None
+    path = path or "<model>"
+    facts = _causal_lm_facts(module)
+    if not isinstance(facts, CausalLMFacts):
+        return Skipped(path, _qualname(type(module)), facts)
+    shadowed = module.__dict__.get("forward")
+    return _ForwardSwap(module, "forward" in module.__dict__, shadowed,
+                        Replacement(f"{path}.forward" if path != "<model>" else "forward", "logits + loss_function",
+                                    "tilegrad fused linear cross entropy (training with labels)"))
+
+
+# ----------------------------------------------------------------------------------------------
+# public API: patch / unpatch
+
+
+def _plan(model: torch.nn.Module, rules: Dict[type, Tuple[type, Dict[str, Any]]], fuse_causal_lm_loss: bool
+          ) -> Tuple[List[_Change], List[Skipped]]:
+    """Every change patch() would make, and what it would leave as it was; changes nothing."""
+    changes: List[_Change] = []
+    skipped: List[Skipped] = []
+    for path, module in model.named_modules(remove_duplicate=True):
+        swap = _plan_class_swap(path, module, rules)
+        if swap is not None:
+            changes.append(swap)
+        planned = _plan_forward_swap(path, module) if fuse_causal_lm_loss else None
+        if isinstance(planned, Skipped):
+            skipped.append(planned)
+        elif planned is not None:
+            changes.append(planned)
+    return changes, skipped
+
+
+def _apply_all(changes: List[_Change]) -> None:
+    """Apply every change, or (if one fails) none: the ones applied are undone before re-raising."""
+    done: List[_Change] = []
+    try:
+        for change in changes:
+            change.apply()
+            _record(change)
+            done.append(change)
+    except BaseException:
+        for change in reversed(done):
+            change.undo()
+            _unrecord(change)
+        raise
+
+
+def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
+          binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
+          strict: bool = False) -> PatchSummary:
+    """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
+
+    Args:
+        model: any ``torch.nn.Module``; its submodules are walked once.
+        silu: ``torch.nn.SiLU`` (and transformers' ``SiLUActivation``) -> ``tilegrad.torch.nn.SiLU``.
+        embedding: ``torch.nn.Embedding`` -> ``tilegrad.torch.nn.Embedding`` (same Parameter).
+        cross_entropy: ``torch.nn.CrossEntropyLoss`` -> ``tilegrad.torch.nn.CrossEntropyLoss``.
+        binary_cross_entropy_with_logits: ``torch.nn.BCEWithLogitsLoss`` -> tilegrad's.
+        linear_cross_entropy: ``torch.nn.LinearCrossEntropyLoss`` -> tilegrad's, and the training loss
+            of the transformers causal LMs in ``CAUSAL_LM_FACTS`` as a fused linear cross entropy.
+        strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
+            loss unfused, instead of warning.
+
+    Returns:
+        A :class:`PatchSummary` (printable) of what was replaced and, in ``skipped``, what was left as
+        it was with the reason (each also said in one ``UserWarning``). Patching again only adds what
+        is new; :func:`unpatch` undoes every patch inside this model.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"patch: model must be a torch.nn.Module, got {type(model).__name__}")
+    for name, value in (("silu", silu), ("embedding", embedding), ("cross_entropy", cross_entropy),
+                        ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
+                        ("linear_cross_entropy", linear_cross_entropy), ("strict", strict)):
+        if not isinstance(value, bool):
+            raise TypeError(f"patch: {name} must be True or False, got {value!r}")
+    rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy)
+    changes, skipped = _plan(model, rules, linear_cross_entropy)
+    if strict and skipped:
+        raise ValueError("patch: strict=True and these would be left as they are (nothing was patched): "
+                         + "; ".join(map(str, skipped)))
+    _apply_all(changes)
+    for item in skipped:
+        warnings.warn(f"tilegrad.torch.patch: {item}; left as it was", UserWarning, stacklevel=2)
+    return PatchSummary([c.replacement for c in changes], skipped=skipped)
+
+
+def unpatch(model: torch.nn.Module) -> PatchSummary:
+    """Undo every :func:`patch` inside ``model`` (made from this model, a submodule or a container of
+    it): original classes, attributes and forward methods, newest first.
+
+    A parametrization registered after ``patch`` is kept, over the original class. If a module's
+    class was changed since in a way that cannot be undone, ``RuntimeError`` names it and nothing is
+    restored. Returns a :class:`PatchSummary` of what was restored (empty if nothing was patched).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"unpatch: model must be a torch.nn.Module, got {type(model).__name__}")
+    records = sorted((r for m in model.modules() for r in m.__dict__.get(_RECORDS_ATTR, ())),
+                     key=lambda r: r.sequence, reverse=True)
+    problems = [f"{r.replacement.path}: {p}" for r in records for p in [r.undo_problem()] if p]
+    if problems:
+        raise RuntimeError("unpatch: cannot restore (nothing was changed): " + "; ".join(problems))
+    for record in records:
+        record.undo()
+        _unrecord(record)
+    return PatchSummary([Replacement(r.replacement.path, r.replacement.after, r.replacement.before)
+                         for r in records], action="restored")
+
+
+# ----------------------------------------------------------------------------------------------
+# public API: enable / disable (torch.nn.functional, process-wide)
+
+_ROUTED = ("silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy")
+_displaced: Dict[str, Callable] = {}  # name -> what torch.nn.functional held before enable()
+
+
+def enable() -> Tuple[str, ...]:
+    """Route ``torch.nn.functional.{silu, cross_entropy, embedding, binary_cross_entropy_with_logits,
+    linear_cross_entropy}`` to tilegrad.torch.functional, process-wide (every torch module that calls
+    them, e.g. ``torch.nn.CrossEntropyLoss`` or transformers' loss, then runs on tilegrad).
+
+    tilegrad's functions fall back to torch's originals captured when ``tilegrad.torch`` was
+    imported, never to the rerouted names, so this cannot recurse. Names bound before the call with
+    ``from torch.nn.functional import silu`` keep torch's function. Idempotent; returns the names now
+    routed to tilegrad.
+    """
+    for name in _ROUTED:
+        if not hasattr(F, name) or name in _displaced:
+            continue
+        ours = getattr(TF, name)
+        if TF.TORCH_FUNCTIONS.get(name) is ours:  # would recurse: fallback must be torch's own function
+            raise RuntimeError(f"enable: tilegrad.torch.functional.{name} falls back to itself")
+        _displaced[name] = getattr(F, name)
+        setattr(F, name, ours)
+    return tuple(_displaced)
+
+
+def disable() -> Tuple[str, ...]:
+    """Undo :func:`enable`: each ``torch.nn.functional`` name gets back what it held before (unless
+    someone rebound it since, which is left alone). Returns the names restored."""
+    restored = []
+    for name, previous in list(_displaced.items()):
+        if getattr(F, name, None) is getattr(TF, name):
+            setattr(F, name, previous)
+            restored.append(name)
+        del _displaced[name]
+    return tuple(restored)
+
+
+def is_enabled() -> bool:
+    """True while :func:`enable` routes torch.nn.functional to tilegrad."""
+    return bool(_displaced)
