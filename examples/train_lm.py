@@ -533,12 +533,24 @@ def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, com
     os.replace(tmp, out / CHECKPOINT)  # never a half-written checkpoint
 
 
+def resume_folder(folder: Path) -> Path:
+    """The run folder --resume continues: FOLDER itself, or for a folder written by --compare (which
+    holds one run per path) its tilegrad run."""
+    if (folder / CHECKPOINT).is_file():
+        return folder
+    inner = folder / PATHS[0]
+    if (inner / CHECKPOINT).is_file():
+        print(f"train_lm: {folder} was written by --compare; resuming its {PATHS[0]} run ({inner}); "
+              f"the {PATHS[1]} run resumes with --resume {folder / PATHS[1]}", flush=True)
+        return inner
+    raise SystemExit(f"train_lm: --resume needs {folder / CHECKPOINT} (a run folder) or {inner / CHECKPOINT} "
+                     f"(a --compare folder), and neither exists")
+
+
 def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
     """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line."""
-    ckpt_file = args.resume / CHECKPOINT
-    if not ckpt_file.is_file():
-        raise SystemExit(f"train_lm: --resume needs {ckpt_file}, which does not exist")
-    ckpt = torch.load(ckpt_file, map_location="cpu", weights_only=True)
+    args.resume = resume_folder(args.resume)
+    ckpt = torch.load(args.resume / CHECKPOINT, map_location="cpu", weights_only=True)
     saved = dict(ckpt["args"])
     for key in RESUMABLE:
         if key in args.given:

@@ -107,6 +107,23 @@ def test_resume_continues_with_the_same_losses(compare_run, tmp_path):
         assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6, abs=1e-6)
 
 
+def test_resume_of_a_compare_folder_continues_its_tilegrad_run(compare_run, tmp_path, capsys):
+    """--compare writes one run per path under OUT (OUT/tilegrad, OUT/pytorch, as its children's --out);
+    --resume OUT continues the tilegrad one and says so; a folder with neither checkpoint is named."""
+    out, cache, _ = compare_run
+    folder = tmp_path / "compare"
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0"]
+    train_lm.main(common + ["--out", str(folder / "tilegrad"), "--stop-at", "10"])  # as the child writes it
+    resumed = train_lm.main(["--resume", str(folder), "--sample-tokens", "0"])
+    assert resumed["steps"] == QUICK_STEPS
+    assert "resuming its tilegrad run" in capsys.readouterr().out
+    got = records(folder / "tilegrad" / train_lm.LOG, "val_loss")
+    want = records(out / "tilegrad" / train_lm.LOG, "val_loss")
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6, abs=1e-6)
+    with pytest.raises(SystemExit, match=r"--resume needs .*checkpoint\.pt \(a run folder\) or .*tilegrad"):
+        train_lm.main(["--resume", str(tmp_path / "empty")])
+
+
 def test_bfloat16_autocast_first_steps_match(compare_run):
     """Under CPU bf16 autocast both paths run the LM head in bf16; their first losses agree to bf16 rounding."""
     _, cache, _ = compare_run
