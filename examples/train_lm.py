@@ -5,13 +5,15 @@
     python examples/train_lm.py --baseline      # the same model with PyTorch's own ops
     python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
 
-The model is a decoder-only transformer written once in plain PyTorch (token and position embedding,
-RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU MLP, LM head tied to the
-token embedding unless --tie 0). The two
-paths differ only in three functions (``TilegradOps`` vs ``TorchOps`` below):
+The model is a Llama-style decoder-only transformer written once in plain PyTorch (token embedding,
+rotary position embedding, RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU
+MLP, LM head tied to the token embedding unless --tie 0). The two paths differ only in five functions
+(``TilegradOps`` vs ``TorchOps`` below):
 
     embedding  tilegrad.torch.embedding              F.embedding
-    SiLU       tilegrad.torch.silu                   F.silu
+    RMSNorm    tilegrad.torch.rms_norm               F.rms_norm
+    SwiGLU     tilegrad.torch.silu_mul               F.silu(gate) * up
+    RoPE       tilegrad.torch.apply_rotary_pos_emb   Hugging Face's rotate-half composite
     loss       tilegrad.torch.linear_cross_entropy   F.cross_entropy(F.linear(hidden, W), target)
                (fused: the batch x time x vocabulary logits never exist during training)
 
@@ -252,7 +254,7 @@ def val_batches(tokens: torch.Tensor, batch_size: int, context: int,
 
 
 # ----------------------------------------------------------------------------------------------------
-# The two paths: the only three functions that differ
+# The two paths: the only five functions that differ
 # ----------------------------------------------------------------------------------------------------
 
 class TorchOps:
@@ -264,8 +266,20 @@ class TorchOps:
         return F.embedding(ids, weight)
 
     @staticmethod
-    def silu(x: torch.Tensor) -> torch.Tensor:
-        return F.silu(x)
+    def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        return F.rms_norm(x, weight.shape, weight, eps)
+
+    @staticmethod
+    def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        return F.silu(gate) * up
+
+    @staticmethod
+    def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """Hugging Face's apply_rotary_pos_emb (rotate-half), as Llama computes it."""
+        def rotate_half(x):
+            half = x.shape[-1] // 2
+            return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
     @staticmethod
     def lm_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -284,8 +298,15 @@ class TilegradOps:
     def embedding(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return self.tgt.embedding(ids, weight)
 
-    def silu(self, x: torch.Tensor) -> torch.Tensor:
-        return self.tgt.silu(x)
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        return self.tgt.rms_norm(x, weight.shape, weight, eps)
+
+    def silu_mul(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        return self.tgt.silu_mul(gate, up)
+
+    def rope(self, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """cos / sin (t, head_dim) as Hugging Face passes them, (batch=1, t, head_dim)."""
+        return self.tgt.apply_rotary_pos_emb(q, k, cos[None], sin[None])
 
     def lm_loss(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean cross entropy from the hidden states, fused: the logits never exist whole (under
@@ -313,25 +334,36 @@ class ModelConfig:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+    def __init__(self, dim: int, ops, eps: float = 1e-5) -> None:
         super().__init__()
+        self.ops = ops
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        return self.ops.rms_norm(x, self.weight, self.eps)
+
+
+def rotary_tables(context: int, head_dim: int, theta: float = 10000.0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (context, head_dim) of the rotate-half rotary embedding (Llama's frequencies)."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(context, dtype=torch.float64), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().float(), angles.sin().float()
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, ops) -> None:
         super().__init__()
-        self.heads = cfg.heads
+        self.heads, self.ops = cfg.heads, ops
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
         self.proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        # (t, head_dim) tables broadcast over batch and heads, in the projections' dtype (as Llama's)
+        q, k = self.ops.rope(q, k, cos[:t].to(q.dtype), sin[:t].to(q.dtype))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
@@ -345,30 +377,32 @@ class SwiGLU(nn.Module):
         self.proj = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.ops.silu(self.gate(x)) * self.up(x))
+        return self.proj(self.ops.silu_mul(self.gate(x), self.up(x)))
 
 
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, ops) -> None:
         super().__init__()
-        self.attn_norm, self.attn = RMSNorm(cfg.dim), CausalSelfAttention(cfg)
-        self.mlp_norm, self.mlp = RMSNorm(cfg.dim), SwiGLU(cfg, ops)
+        self.attn_norm, self.attn = RMSNorm(cfg.dim, ops), CausalSelfAttention(cfg, ops)
+        self.mlp_norm, self.mlp = RMSNorm(cfg.dim, ops), SwiGLU(cfg, ops)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x))
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin)
         return x + self.mlp(self.mlp_norm(x))
 
 
 class LanguageModel(nn.Module):
-    """Decoder-only transformer. `ops` supplies embedding, SiLU and the LM-head loss."""
+    """Decoder-only transformer. `ops` supplies embedding, RMSNorm, SwiGLU, RoPE and the LM-head loss."""
 
     def __init__(self, cfg: ModelConfig, ops) -> None:
         super().__init__()
         self.cfg, self.ops = cfg, ops
         self.tok_emb = nn.Embedding(cfg.vocab, cfg.dim)
-        self.pos_emb = nn.Embedding(cfg.context, cfg.dim)
+        cos, sin = rotary_tables(cfg.context, cfg.dim // cfg.heads)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
         self.blocks = nn.ModuleList(Block(cfg, ops) for _ in range(cfg.layers))
-        self.norm = RMSNorm(cfg.dim)
+        self.norm = RMSNorm(cfg.dim, ops)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
         self.apply(self._init_weights)
         if cfg.tie:
@@ -384,10 +418,9 @@ class LanguageModel(nn.Module):
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         """(B, T) token ids -> (B, T, dim) final hidden states."""
-        positions = torch.arange(ids.shape[1], device=ids.device)
-        x = self.ops.embedding(ids, self.tok_emb.weight) + self.ops.embedding(positions, self.pos_emb.weight)
+        x = self.ops.embedding(ids, self.tok_emb.weight)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, self.rope_cos, self.rope_sin)
         return self.norm(x)
 
     def forward(self, ids: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -136,11 +136,12 @@ def test_patch_replaces_supported_modules_and_keeps_parameters():
         "torch.nn.SiLU -> tilegrad.torch.nn.SiLU": 2,
         "torch.nn.CrossEntropyLoss -> tilegrad.torch.nn.CrossEntropyLoss": 1,
         "torch.nn.BCEWithLogitsLoss -> tilegrad.torch.nn.BCEWithLogitsLoss": 1,
+        "torch.nn.RMSNorm -> tilegrad.torch.nn.RMSNorm": 3,
     }
     assert {r.path for r in summary} == {"embed_tokens", "layers.0.mlp.act_fn", "layers.1.mlp.act_fn", "loss_fn",
-                                          "side_loss_fn"}
+                                          "side_loss_fn", "layers.0.norm", "layers.1.norm", "norm"}
     text = str(summary)
-    assert "layers.1.mlp.act_fn" in text and "tilegrad.torch.nn.SiLU" in text and "5 item(s)" in text
+    assert "layers.1.mlp.act_fn" in text and "tilegrad.torch.nn.SiLU" in text and "8 item(s)" in text
     assert type(model.embed_tokens) is tnn.Embedding and type(model.layers[0].mlp.act_fn) is tnn.SiLU
     assert type(model.loss_fn) is tnn.CrossEntropyLoss and type(model.side_loss_fn) is tnn.BCEWithLogitsLoss
     # same module objects, same Parameter objects, same state_dict; torch options kept
@@ -150,19 +151,19 @@ def test_patch_replaces_supported_modules_and_keeps_parameters():
     assert isinstance(model.embed_tokens, torch.nn.Embedding)
 
     restored = unpatch(model)
-    assert len(restored) == 5 and "restored" in str(restored)
+    assert len(restored) == 8 and "restored" in str(restored)
     assert snapshot(model) == before
     assert len(unpatch(model)) == 0  # nothing left to undo
 
 
 def test_patch_flags_select_what_is_replaced():
     model = TinyLlama()
-    summary = patch(model, silu=False, embedding=False, binary_cross_entropy_with_logits=False)
+    summary = patch(model, silu=False, embedding=False, binary_cross_entropy_with_logits=False, rms_norm=False)
     assert [r.path for r in summary] == ["loss_fn"]
     more = patch(model)  # patching again adds only what is new
-    assert sorted(r.path for r in more) == ["embed_tokens", "layers.0.mlp.act_fn", "layers.1.mlp.act_fn",
-                                            "side_loss_fn"]
-    assert len(unpatch(model)) == 5
+    assert sorted(r.path for r in more) == ["embed_tokens", "layers.0.mlp.act_fn", "layers.0.norm",
+                                            "layers.1.mlp.act_fn", "layers.1.norm", "norm", "side_loss_fn"]
+    assert len(unpatch(model)) == 8
     assert type(model.loss_fn) is torch.nn.CrossEntropyLoss and not hasattr(model.loss_fn, "z_loss_scale")
 
 
@@ -402,7 +403,7 @@ def test_deepcopy_of_patched_hf_model_is_patched_on_its_own():
     clone.train()
     model.train()
     assert torch.equal(clone(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
-    assert len(unpatch(clone)) == 4 and "forward" not in clone.__dict__
+    assert len(unpatch(clone)) == len(unpatch(copy.deepcopy(model))) and "forward" not in clone.__dict__
     assert "forward" in model.__dict__ and type(model.model.embed_tokens) is tnn.Embedding
 
 
@@ -442,12 +443,12 @@ def test_patching_an_inner_causal_lm_then_its_container_does_not_stack():
     lm = tiny_causal_lm("llama")
     container = torch.nn.ModuleDict({"lm": lm})
     before = snapshot(container)
-    assert len(patch(lm)) == 4
+    patched = len(patch(lm))
     assert [r.path for r in patch(container)] == []  # everything in it is patched already
     lm.eval()
     tokens, _ = next(batches())
     assert lm(input_ids=tokens).logits.shape == (BATCH, SEQ, VOCAB)
-    assert len(unpatch(container)) == 4 and len(unpatch(lm)) == 0
+    assert len(unpatch(container)) == patched and len(unpatch(lm)) == 0
     assert snapshot(container) == before and "forward" not in lm.__dict__
 
 
@@ -458,13 +459,13 @@ def test_unpatch_of_a_container_restores_what_was_patched_from_a_submodule():
     model = TinyLlama()
     before = snapshot(model)
     first = patch(model.layers[0])
-    assert [r.path for r in first] == ["mlp.act_fn"]
+    assert [r.path for r in first] == ["norm", "mlp.act_fn"]
     second = patch(model)
     assert "layers.0.mlp.act_fn" not in {r.path for r in second}  # patched already: not again
-    assert len(unpatch(model.layers[1])) == 1  # only its own SiLU
+    assert len(unpatch(model.layers[1])) == 2  # only its own RMSNorm and SiLU
     assert type(model.layers[0].mlp.act_fn) is tnn.SiLU and type(model.embed_tokens) is tnn.Embedding
     restored = unpatch(model)
-    assert len(restored) == len(first) + len(second) - 1
+    assert len(restored) == len(first) + len(second) - 2
     assert snapshot(model) == before
 
 
@@ -582,6 +583,16 @@ def test_hf_fused_forward_takes_what_the_model_forward_takes(model_type):
     assert abs(patched(*positional).loss.item() - want.loss.item()) <= 1e-5 * abs(want.loss.item())
 
 
+def test_patched_forward_shows_the_models_own_signature():
+    """transformers' Trainer keeps the dataset columns named in inspect.signature(model.forward)."""
+    import inspect
+
+    model = tiny_causal_lm("llama")
+    want = list(inspect.signature(model.forward).parameters)
+    patch(model)
+    assert list(inspect.signature(model.forward).parameters) == want and "labels" in want
+
+
 def tiny_gpt2():
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=64)
@@ -662,3 +673,97 @@ def test_patching_a_supported_causal_lm_says_nothing():
         warnings.simplefilter("error")
         summary = patch(model, strict=True)
     assert summary.skipped == [] and "forward" in model.__dict__
+
+
+# ----------------------------------------------------------------------------------------------
+# transformers: the decoder blocks (RMSNorm, SwiGLU MLP, rotary embedding) on tilegrad
+
+
+class _TilegradOps:
+    """Names of the torch.ops.tilegrad operators that run under it (forward and backward)."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        names = self.names = []
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func.namespace == "tilegrad":
+                    names.append(func.__name__.split(".")[0])
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+
+
+def _decoder_class_counts(model, prefix):
+    kinds = ("RMSNorm", "MLP", "Attention")
+    return {kind: sum(type(m).__name__ == prefix + kind for m in model.modules()) for kind in kinds}
+
+
+@pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
+def test_hf_decoder_blocks_run_on_tilegrad_and_unpatch_restores_them(model_type):
+    model = tiny_causal_lm(model_type)
+    prefix = CAUSAL_LM_FACTS[model_type].prefix
+    expected = _decoder_class_counts(model, prefix)
+    assert expected["RMSNorm"] >= 5 and expected["MLP"] == expected["Attention"] == 2
+    before = snapshot(model)
+    keys = list(model.state_dict())
+    summary = patch(model)
+    module = f"transformers.models.{model_type}.modeling_{model_type}"
+    for kind, count in expected.items():
+        key = f"{module}.{prefix}{kind} -> tilegrad.torch.patching.Tilegrad{prefix}{kind}"
+        assert summary.counts()[key] == count, key
+    assert list(model.state_dict()) == keys
+
+    ops = _TilegradOps()
+    tokens, labels = next(batches())
+    model.train()
+    with ops.mode:
+        model(input_ids=tokens, labels=labels).loss.backward()
+    ran = set(ops.names)
+    assert {"rms_norm", "rms_norm_grad", "silu_mul", "silu_mul_grad", "rotary_position_embedding",
+            "rotary_position_embedding_grad", "linear_cross_entropy"} <= ran, ran
+
+    unpatch(model)
+    assert snapshot(model) == before and _decoder_class_counts(model, prefix) == expected
+
+
+def test_hf_decoder_patch_flags_and_other_activations():
+    model = tiny_causal_lm("llama")
+    summary = patch(model, rms_norm=False, rope=False)
+    assert not any("RMSNorm" in r.after or "Attention" in r.after for r in summary)
+    assert sum("TilegradLlamaMLP" in r.after for r in summary) == 2
+    unpatch(model)
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(
+        "llama", vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, hidden_act="gelu", attn_implementation="eager")
+    torch.manual_seed(0)
+    gelu = transformers.AutoModelForCausalLM.from_config(config)
+    reference = copy.deepcopy(gelu)
+    patch(gelu)
+    tokens, labels = next(batches())
+    gelu.eval()
+    reference.eval()
+    torch.testing.assert_close(gelu(input_ids=tokens).logits, reference(input_ids=tokens).logits,
+                               rtol=1e-5, atol=1e-5)  # the MLP kept its GELU (its own forward)
+
+
+def test_patched_hf_model_pickles_whole():
+    import io
+
+    model = tiny_causal_lm("qwen3")
+    patch(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert type(loaded.model.norm) is type(model.model.norm)
+    assert type(loaded.model.norm).__qualname__ == "TilegradQwen3RMSNorm"
+    import tilegrad.torch.patching as patching
+    assert patching.__getattr__("TilegradQwen3RMSNorm") is type(model.model.norm)
+    tokens, labels = next(batches())
+    model.eval()
+    loaded.eval()
+    torch.testing.assert_close(loaded(input_ids=tokens).logits, model(input_ids=tokens).logits, rtol=0, atol=0)

@@ -18,10 +18,12 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("tilegrad.torch needs PyTorch: pip install 'tilegrad[torch]'") from error
 
 from . import nn
+from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
 from .patching import PatchSummary, disable, enable, patch, unpatch
 
 __all__ = [
+    "apply_rotary_pos_emb",
     "binary_cross_entropy_with_logits",
     "cross_entropy",
     "disable",
@@ -31,7 +33,11 @@ __all__ = [
     "nn",
     "patch",
     "PatchSummary",
+    "rms_norm",
+    "rotary_position_embedding",
     "silu",
+    "silu_mul",
+    "swiglu",
     "unpatch",
 ]
 

@@ -7,9 +7,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from . import _decoder as TD
 from . import functional as TF
 
-__all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss"]
+__all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm"]
 
 
 class SiLU(torch.nn.SiLU):
@@ -74,3 +75,11 @@ class LinearCrossEntropyLoss(torch.nn.LinearCrossEntropyLoss):
         return TF.linear_cross_entropy(input, linear_weight, target, linear_bias=linear_bias, weight=self.weight,
                                        reduction=self.reduction, ignore_index=self.ignore_index,
                                        label_smoothing=self.label_smoothing, filter_eps=self.filter_eps)
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """``torch.nn.RMSNorm`` (same constructor, parameters and state_dict) on tilegrad's RMSNorm forward
+    and backward (:func:`tilegrad.torch.rms_norm`)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return TD.rms_norm(input, self.normalized_shape, self.weight, self.eps)

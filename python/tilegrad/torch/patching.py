@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 from torch.nn import functional as F
 
+from . import _decoder as TD
 from . import functional as TF
 from . import nn as tnn
 
@@ -68,18 +69,23 @@ class CausalLMFacts:
     causal-LM forward (``self.model`` -> ``slice_logits_to_keep`` -> ``self.lm_head`` ->
     ``self.loss_function``), checked by the tests against each model's own forward. The argument
     names are not listed: the fused forward reads them from the model's own signature.
+
+    ``prefix``: the family's class-name prefix in ``transformers.models.<type>.modeling_<type>``, where
+    ``<prefix>RMSNorm``, ``<prefix>MLP`` and ``<prefix>Attention`` (which applies the rotary embedding
+    through that module's ``apply_rotary_pos_emb``) are the decoder-block classes patch replaces.
     """
 
+    prefix: str
     decoder: str = "model"
     lm_head: str = "lm_head"
 
 
 # keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py
 CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
-    "llama": CausalLMFacts(),
-    "mistral": CausalLMFacts(),
-    "qwen2": CausalLMFacts(),
-    "qwen3": CausalLMFacts(),
+    "llama": CausalLMFacts("Llama"),
+    "mistral": CausalLMFacts("Mistral"),
+    "qwen2": CausalLMFacts("Qwen2"),
+    "qwen3": CausalLMFacts("Qwen3"),
 }
 
 # the parameters of a causal-LM forward that the fused path reads itself; every other named
@@ -213,7 +219,7 @@ class _ForwardSwap:
     def apply(self) -> None:
         if self.had_instance_forward:  # e.g. a hook library's wrapper: the fallback path keeps calling it
             self.module.__dict__[_PREVIOUS_FORWARD_ATTR] = self.previous
-        self.module.__dict__["forward"] = types.MethodType(_fused_causal_lm_forward, self.module)
+        self.module.__dict__["forward"] = _FusedCausalLMForward(self.module)
 
     def undo_problem(self) -> Optional[str]:
         return None
@@ -250,7 +256,7 @@ def _recorded(module: torch.nn.Module, kind: type) -> bool:
 
 
 def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_entropy_with_logits: bool,
-                linear_cross_entropy: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
+                linear_cross_entropy: bool, rms_norm: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
     """exact torch class -> (tilegrad class, attributes the tilegrad class needs and the old one lacks)."""
     rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
     if silu:
@@ -267,7 +273,106 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
         rules[torch.nn.BCEWithLogitsLoss] = (tnn.BCEWithLogitsLoss, {})
     if linear_cross_entropy and hasattr(torch.nn, "LinearCrossEntropyLoss"):
         rules[torch.nn.LinearCrossEntropyLoss] = (tnn.LinearCrossEntropyLoss, {})
+    if rms_norm:
+        rules[torch.nn.RMSNorm] = (tnn.RMSNorm, {})
     return rules
+
+
+def _decoder_block_rules(rms_norm: bool, swiglu: bool, rope: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
+    """The Hugging Face decoder-block classes of the loaded families -> tilegrad's subclasses of them."""
+    wanted = [kind for kind, on in (("RMSNorm", rms_norm), ("MLP", swiglu), ("Attention", rope)) if on]
+    rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
+    for model_type, facts in CAUSAL_LM_FACTS.items():
+        modeling = sys.modules.get(f"transformers.models.{model_type}.modeling_{model_type}")
+        for kind in wanted:
+            cls = getattr(modeling, facts.prefix + kind, None)
+            if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+                rules[cls] = (_tilegrad_subclass(cls, kind), {})
+    return rules
+
+
+@functools.lru_cache(maxsize=None)
+def _tilegrad_subclass(cls: type, kind: str) -> type:
+    """``Tilegrad<cls>``: ``cls`` with tilegrad's RMSNorm, silu_mul or rotary embedding in its forward.
+
+    Made once per class and kept as an attribute of this module, so a pickled patched model loads
+    again (``__getattr__`` below rebuilds it in a new process)."""
+    if kind == "Attention":
+        forward = _with_global(cls.forward, "apply_rotary_pos_emb", TD.apply_rotary_pos_emb)
+    else:
+        forward = {"RMSNorm": _rms_norm_forward, "MLP": _mlp_forward}[kind](cls)
+    name = f"Tilegrad{cls.__name__}"
+    subclass = type(name, (cls,), {"forward": forward, "__module__": __name__, "__qualname__": name,
+                                   "__doc__": f"{cls.__name__} with tilegrad's {_KIND_DOC[kind]}."})
+    globals()[name] = subclass
+    return subclass
+
+
+_KIND_DOC = {"RMSNorm": "rms_norm (one rounding in bf16 / fp16; Hugging Face's rounds twice)",
+             "MLP": "silu_mul for act_fn(gate_proj(x)) * up_proj(x)",
+             "Attention": "apply_rotary_pos_emb (rotate-half)"}
+
+
+def __getattr__(name: str):
+    """``Tilegrad<Family><Kind>`` classes on first use (unpickling a patched model in a new process)."""
+    for model_type, facts in CAUSAL_LM_FACTS.items():
+        for kind in _KIND_DOC:
+            if name == f"Tilegrad{facts.prefix}{kind}":
+                import importlib
+                modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+                return _tilegrad_subclass(getattr(modeling, facts.prefix + kind), kind)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _rms_norm_forward(base: type) -> Callable:
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        weight = self.weight
+        if weight.dtype != hidden_states.dtype:  # Hugging Face returns weight * x in the promoted dtype
+            return base.forward(self, hidden_states)
+        return TD.rms_norm(hidden_states, weight.shape, weight, self.variance_epsilon)
+    return forward
+
+
+def _mlp_forward(base: type) -> Callable:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(self.act_fn, _silu_classes()):  # another activation: the model's own forward
+            return base.forward(self, x)
+        return self.down_proj(TD.silu_mul(self.gate_proj(x), self.up_proj(x)))
+    return forward
+
+
+def _silu_classes() -> Tuple[type, ...]:
+    hf_silu = getattr(sys.modules.get("transformers.activations"), "SiLUActivation", None)
+    return (torch.nn.SiLU,) + ((hf_silu,) if isinstance(hf_silu, type) else ())
+
+
+def _with_global(function: Any, name: str, value: Any, _copies: Optional[Dict[int, Any]] = None) -> Any:
+    """A copy of ``function`` that sees the global ``name`` as ``value``; the functions it wraps (a
+    decorator's closure, e.g. transformers' ``deprecate_kwarg``) are copied the same way. The original
+    and its module are untouched: nothing changes process-wide."""
+    if not isinstance(function, types.FunctionType):
+        return function
+    copies = {} if _copies is None else _copies
+    if id(function) in copies:
+        return copies[id(function)]
+    namespace = function.__globals__
+    if name in function.__code__.co_names:
+        namespace = dict(namespace)
+        namespace[name] = value
+    copy = types.FunctionType(function.__code__, namespace, function.__name__, function.__defaults__,
+                              function.__closure__)
+    copies[id(function)] = copy
+    if function.__closure__:
+        cells = tuple(types.CellType(_with_global(cell.cell_contents, name, value, copies))
+                      for cell in function.__closure__)
+        copy = types.FunctionType(function.__code__, namespace, function.__name__, function.__defaults__, cells)
+        copies[id(function)] = copy
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__dict__.update(function.__dict__)
+    if "__wrapped__" in function.__dict__:
+        copy.__wrapped__ = _with_global(function.__wrapped__, name, value, copies)
+    copy.__qualname__ = function.__qualname__
+    return copy
 
 
 def _plan_class_swap(path: str, module: torch.nn.Module, rules: Dict[type, Tuple[type, Dict[str, Any]]]
@@ -364,8 +469,7 @@ def _fused_causal_lm_forward(self, *args, **kwargs):
 
     It takes exactly what the model's own forward takes (bound against that signature, so any
     spelling transformers uses, e.g. ``past_key_values`` or ``cache``, passes through unchanged).
-    Installed as a bound method (``types.MethodType``) so that ``copy.deepcopy`` of a patched model
-    rebinds it to the copy.
+    Installed per instance through :class:`_FusedCausalLMForward`.
     """
     facts = _causal_lm_facts(self)
     if isinstance(facts, CausalLMFacts):
@@ -385,6 +489,27 @@ def _fused_causal_lm_forward(self, *args, **kwargs):
             return result if return_dict else result.to_tuple()
     previous = self.__dict__.get(_PREVIOUS_FORWARD_ATTR) or type(self).forward.__get__(self)
     return previous(*args, **kwargs)
+
+
+class _FusedCausalLMForward:
+    """The instance ``forward`` patch installs on a causal LM. It holds its module, so ``copy.deepcopy``
+    rebinds it to the copy and ``torch.save(model)`` pickles it (a bound method would not), and it
+    shows the model's own signature (``inspect.signature(model.forward)``: what transformers' Trainer
+    reads to keep dataset columns)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.__self__ = module
+
+    def __call__(self, *args, **kwargs):
+        return _fused_causal_lm_forward(self.__self__, *args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(type(self.__self__).forward.__get__(self.__self__))
+
+    @property
+    def __doc__(self) -> Optional[str]:  # type: ignore[override]
+        return _fused_causal_lm_forward.__doc__
 
 
 def _causal_lm_output(output_class: Optional[type], loss: torch.Tensor, decoder_outputs):
@@ -478,7 +603,7 @@ def _apply_all(changes: List[_Change]) -> None:
 
 def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
           binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
-          strict: bool = False) -> PatchSummary:
+          rms_norm: bool = True, swiglu: bool = True, rope: bool = True, strict: bool = False) -> PatchSummary:
     """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
 
     Args:
@@ -489,6 +614,10 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
         binary_cross_entropy_with_logits: ``torch.nn.BCEWithLogitsLoss`` -> tilegrad's.
         linear_cross_entropy: ``torch.nn.LinearCrossEntropyLoss`` -> tilegrad's, and the training loss
             of the transformers causal LMs in ``CAUSAL_LM_FACTS`` as a fused linear cross entropy.
+        rms_norm: ``torch.nn.RMSNorm`` -> ``tilegrad.torch.nn.RMSNorm``, and the RMSNorm modules of
+            those families (``tgt.rms_norm``).
+        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU only).
+        rope: their attention's rotary embedding as ``tgt.apply_rotary_pos_emb``.
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
             loss unfused, instead of warning.
 
@@ -501,10 +630,13 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
         raise TypeError(f"patch: model must be a torch.nn.Module, got {type(model).__name__}")
     for name, value in (("silu", silu), ("embedding", embedding), ("cross_entropy", cross_entropy),
                         ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
-                        ("linear_cross_entropy", linear_cross_entropy), ("strict", strict)):
+                        ("linear_cross_entropy", linear_cross_entropy), ("rms_norm", rms_norm), ("swiglu", swiglu),
+                        ("rope", rope), ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
-    rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy)
+    rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy,
+                        rms_norm)
+    rules.update(_decoder_block_rules(rms_norm, swiglu, rope))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
     if strict and skipped:
         raise ValueError("patch: strict=True and these would be left as they are (nothing was patched): "

@@ -1,0 +1,354 @@
+"""The decoder-block operators in PyTorch: RMSNorm, SwiGLU and rotary position embedding.
+
+``torch.library`` ops (``torch.ops.tilegrad.*``, one per aclnn operator plus the autograd forwards)
+with fake kernels, so ``torch.compile(fullgraph=True)`` traces through them, and the
+``torch.nn.functional``-style functions that route supported tensors to them:
+
+=========================================================  ==========================  ========================
+tilegrad.torch                                             torch equivalent            saved for backward
+=========================================================  ==========================  ========================
+``rms_norm(input, normalized_shape, weight=None, eps=None)``  ``F.rms_norm``             input, fp32 rstd (rows)
+``silu_mul(gate, up)``                                     ``F.silu(gate) * up``       gate, up
+``swiglu(input, dim=-1)``                                  ``a, b = input.chunk(2, dim)``  input
+                                                           ``F.silu(a) * b``
+``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``  Hugging Face's function     cos, sin
+``rotary_position_embedding(input, cos, sin, mode=0)``     the vendor's modes 0-3      cos, sin (and input when
+                                                                                       cos / sin need a grad)
+=========================================================  ==========================  ========================
+
+Everything else (tensors off the CPU, float64, sparse, ...) goes to the torch composite, so a call
+never gives a wrong result. Numerics: fp16 / bf16 are widened to fp32 and every output is rounded
+once; PyTorch's ``F.rms_norm`` and Hugging Face's RMSNorm round ``x * rstd`` to the input dtype before
+the weight multiply (two roundings), so bf16 results differ from theirs by up to one bf16 ulp.
+"""
+
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from .. import _core
+from ._ops import _define
+from ._tensor import as_numpy, new_output, unsupported_reason
+from ._threads import sync_threads
+
+__all__ = ["rms_norm", "silu_mul", "swiglu", "apply_rotary_pos_emb", "rotary_position_embedding"]
+
+_TORCH_RMS_NORM = F.rms_norm
+
+
+def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
+    return all(t is None or unsupported_reason(t) is None for t in tensors)
+
+
+# ---------------------------------------------------------------------------------------------------
+# RMSNorm (aclnnRmsNorm, aclnnRmsNormGrad); gamma over the trailing dims, rstd (rows,) in fp32
+
+
+def _rstd_shape(input: Tensor, gamma: Tensor) -> List[int]:
+    """The vendor's rstd shape: x's leading dims, then ones for the normalized dims."""
+    lead = input.dim() - gamma.dim()
+    return list(input.shape[:lead]) + [1] * gamma.dim()
+
+
+def _rms_norm_impl(input: Tensor, gamma: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
+    sync_threads()
+    y = new_output(input.shape, input.dtype)
+    rstd = new_output(_rstd_shape(input, gamma), torch.float32)
+    _core.rms_norm(as_numpy(input), as_numpy(gamma), eps, as_numpy(y), as_numpy(rstd))
+    return y, rstd
+
+
+def _rms_norm_fake(input, gamma, eps):
+    return input.new_empty(input.shape), input.new_empty(_rstd_shape(input, gamma), dtype=torch.float32)
+
+
+def _rms_norm_setup(ctx, inputs, output) -> None:
+    input, gamma, _ = inputs
+    ctx.save_for_backward(input, output[1], gamma)
+
+
+def _rms_norm_grad_formula(ctx, grad_y: Tensor, unused_grad_rstd: Tensor):
+    input, rstd, gamma = ctx.saved_tensors
+    dx, dgamma = torch.ops.tilegrad.rms_norm_grad(grad_y, input, rstd, gamma)
+    return dx, (dgamma.to(gamma.dtype) if ctx.needs_input_grad[1] else None), None
+
+
+_define("rms_norm(Tensor input, Tensor gamma, float eps) -> (Tensor, Tensor)", _rms_norm_impl, _rms_norm_fake,
+        (_rms_norm_grad_formula, _rms_norm_setup))
+
+
+def _rms_norm_grad_impl(grad_y: Tensor, input: Tensor, rstd: Tensor, gamma: Tensor) -> Tuple[Tensor, Tensor]:
+    sync_threads()
+    dx = new_output(input.shape, input.dtype)
+    dgamma = new_output(gamma.shape, torch.float32)
+    _core.rms_norm_grad(as_numpy(grad_y), as_numpy(input), as_numpy(rstd), as_numpy(gamma), as_numpy(dx),
+                        as_numpy(dgamma))
+    return dx, dgamma
+
+
+def _rms_norm_grad_fake(grad_y, input, rstd, gamma):
+    return input.new_empty(input.shape), gamma.new_empty(gamma.shape, dtype=torch.float32)
+
+
+_define("rms_norm_grad(Tensor grad_y, Tensor input, Tensor rstd, Tensor gamma) -> (Tensor, Tensor)",
+        _rms_norm_grad_impl, _rms_norm_grad_fake)
+
+
+def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
+             eps: Optional[float] = None) -> Tensor:
+    """``F.rms_norm`` with the forward and backward on tilegrad (``aclnnRmsNorm`` / ``aclnnRmsNormGrad``).
+
+    ``y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight``; ``eps=None`` is
+    ``torch.finfo(input.dtype).eps``, as in torch. Backward saves only the input and the fp32 rstd
+    (one float per row) and gives ``weight`` its gradient summed in a fixed order (the same for any
+    thread count). fp16 / bf16: computed in fp32, rounded once (torch rounds twice).
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if (not _on_kernel_path(input, weight) or not shape or tuple(input.shape[-len(shape):]) != shape
+            or input.numel() == 0 or (weight is not None and (tuple(weight.shape) != shape
+                                                              or not _rms_norm_dtypes_ok(input, weight)))):
+        return _TORCH_RMS_NORM(input, normalized_shape, weight, eps)
+    if eps is None:
+        eps = torch.finfo(input.dtype).eps
+    gamma = weight if weight is not None else input.new_ones(shape)
+    return torch.ops.tilegrad.rms_norm(input, gamma, float(eps))[0]
+
+
+def _rms_norm_dtypes_ok(input: Tensor, weight: Tensor) -> bool:
+    """The vendor's (x, gamma) pairs: gamma of x's dtype, or fp32 gamma for fp16 / bf16 x."""
+    return weight.dtype == input.dtype or weight.dtype == torch.float32
+
+
+# ---------------------------------------------------------------------------------------------------
+# SwiGLU (aclnnSwiGlu, aclnnSwiGluGrad) and silu_mul (the same formula on two tensors)
+
+
+def _swi_glu_shape(input: Tensor, dim: int) -> List[int]:
+    shape = list(input.shape)
+    shape[dim] //= 2
+    return shape
+
+
+def _swi_glu_impl(input: Tensor, dim: int) -> Tensor:
+    sync_threads()
+    out = new_output(_swi_glu_shape(input, dim), input.dtype)
+    _core.swi_glu(as_numpy(input), dim, as_numpy(out))
+    return out
+
+
+def _swi_glu_fake(input, dim):
+    return input.new_empty(_swi_glu_shape(input, dim))
+
+
+def _swi_glu_setup(ctx, inputs, output) -> None:
+    ctx.save_for_backward(inputs[0])
+    ctx.dim = inputs[1]
+
+
+def _swi_glu_grad_formula(ctx, grad: Tensor):
+    (input,) = ctx.saved_tensors
+    return torch.ops.tilegrad.swi_glu_grad(grad, input, ctx.dim), None
+
+
+_define("swi_glu(Tensor input, int dim) -> Tensor", _swi_glu_impl, _swi_glu_fake,
+        (_swi_glu_grad_formula, _swi_glu_setup))
+
+
+def _swi_glu_grad_impl(grad: Tensor, input: Tensor, dim: int) -> Tensor:
+    sync_threads()
+    dx = new_output(input.shape, input.dtype)
+    _core.swi_glu_grad(as_numpy(grad), as_numpy(input), dim, as_numpy(dx))
+    return dx
+
+
+def _swi_glu_grad_fake(grad, input, dim):
+    return input.new_empty(input.shape)
+
+
+_define("swi_glu_grad(Tensor grad, Tensor input, int dim) -> Tensor", _swi_glu_grad_impl, _swi_glu_grad_fake)
+
+
+def _silu_mul_impl(gate: Tensor, up: Tensor) -> Tensor:
+    sync_threads()
+    out = new_output(gate.shape, gate.dtype)
+    _core.silu_mul(as_numpy(gate), as_numpy(up), as_numpy(out))
+    return out
+
+
+def _silu_mul_fake(gate, up):
+    return gate.new_empty(gate.shape)
+
+
+def _silu_mul_setup(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _silu_mul_grad_formula(ctx, grad: Tensor):
+    gate, up = ctx.saved_tensors
+    return tuple(torch.ops.tilegrad.silu_mul_grad(grad, gate, up))
+
+
+_define("silu_mul(Tensor gate, Tensor up) -> Tensor", _silu_mul_impl, _silu_mul_fake,
+        (_silu_mul_grad_formula, _silu_mul_setup))
+
+
+def _silu_mul_grad_impl(grad: Tensor, gate: Tensor, up: Tensor) -> Tuple[Tensor, Tensor]:
+    sync_threads()
+    d_gate, d_up = new_output(gate.shape, gate.dtype), new_output(up.shape, up.dtype)
+    _core.silu_mul_grad(as_numpy(grad), as_numpy(gate), as_numpy(up), as_numpy(d_gate), as_numpy(d_up))
+    return d_gate, d_up
+
+
+def _silu_mul_grad_fake(grad, gate, up):
+    return gate.new_empty(gate.shape), up.new_empty(up.shape)
+
+
+_define("silu_mul_grad(Tensor grad, Tensor gate, Tensor up) -> (Tensor, Tensor)", _silu_mul_grad_impl,
+        _silu_mul_grad_fake)
+
+
+def silu_mul(gate: Tensor, up: Tensor) -> Tensor:
+    """``F.silu(gate) * up`` in one pass, and one backward pass giving both gradients.
+
+    How a Llama MLP combines its separate gate and up projections. Saves only ``gate`` and ``up``
+    for backward (the composite also saves ``silu(gate)``). Shapes and dtypes must match, else
+    torch's composite runs.
+    """
+    if gate.shape != up.shape or gate.dtype != up.dtype or not _on_kernel_path(gate, up) or gate.numel() == 0:
+        return F.silu(gate) * up
+    return torch.ops.tilegrad.silu_mul(gate, up)
+
+
+def swiglu(input: Tensor, dim: int = -1) -> Tensor:
+    """The vendor's SwiGLU on one tensor: ``a, b = input.chunk(2, dim); F.silu(a) * b``
+    (``aclnnSwiGlu`` / ``aclnnSwiGluGrad``). ``input.shape[dim]`` must be even."""
+    if not -input.dim() <= dim < input.dim():
+        raise IndexError(f"swiglu: dim must be in [{-input.dim()}, {input.dim() - 1}], got {dim}")
+    if input.shape[dim] % 2:
+        raise ValueError(f"swiglu: input.shape[{dim}] must be even, got {input.shape[dim]}")
+    if not _on_kernel_path(input) or input.numel() == 0:
+        a, b = input.chunk(2, dim)
+        return F.silu(a) * b
+    return torch.ops.tilegrad.swi_glu(input, dim % input.dim())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rotary position embedding (aclnnRotaryPositionEmbedding, aclnnRotaryPositionEmbeddingGrad)
+
+
+def _rope_impl(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+    sync_threads()
+    out = new_output(input.shape, input.dtype)
+    _core.rotary_position_embedding(as_numpy(input), as_numpy(cos), as_numpy(sin), mode, as_numpy(out))
+    return out
+
+
+def _rope_fake(input, cos, sin, mode):
+    return input.new_empty(input.shape)
+
+
+def _rope_setup(ctx, inputs, output) -> None:
+    input, cos, sin, mode = inputs
+    ctx.mode = mode
+    # the input only when cos / sin need a gradient (dcos = sum dy * x): otherwise dx needs cos, sin alone
+    ctx.save_for_backward(cos, sin, input if (cos.requires_grad or sin.requires_grad) else None)
+
+
+def _rope_grad_formula(ctx, grad: Tensor):
+    cos, sin, input = ctx.saved_tensors
+    dx, dcos, dsin = torch.ops.tilegrad.rotary_position_embedding_grad(grad, cos, sin, input, ctx.mode)
+    wants_trig = input is not None
+    return dx, (dcos if wants_trig else None), (dsin if wants_trig else None), None
+
+
+_define("rotary_position_embedding(Tensor input, Tensor cos, Tensor sin, int mode) -> Tensor", _rope_impl,
+        _rope_fake, (_rope_grad_formula, _rope_setup))
+
+
+def _rope_grad_impl(grad: Tensor, cos: Tensor, sin: Tensor, input: Optional[Tensor], mode: int
+                    ) -> Tuple[Tensor, Tensor, Tensor]:
+    sync_threads()
+    dx = new_output(grad.shape, grad.dtype)
+    dcos, dsin = _trig_grad_outputs(cos, sin, input)
+    _core.rotary_position_embedding_grad(as_numpy(grad), as_numpy(cos), as_numpy(sin),
+                                         None if input is None else as_numpy(input), mode, as_numpy(dx),
+                                         None if input is None else as_numpy(dcos),
+                                         None if input is None else as_numpy(dsin))
+    return dx, dcos, dsin
+
+
+def _trig_grad_outputs(cos: Tensor, sin: Tensor, input: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """dcos and dsin: cos's shape when the input is given, else 0-element placeholders (nothing is
+    computed then; an op cannot return None)."""
+    if input is None:
+        return cos.new_empty([0]), sin.new_empty([0])
+    return new_output(cos.shape, cos.dtype), new_output(sin.shape, sin.dtype)
+
+
+def _rope_grad_fake(grad, cos, sin, input, mode):
+    if input is None:
+        return grad.new_empty(grad.shape), cos.new_empty([0]), sin.new_empty([0])
+    return grad.new_empty(grad.shape), cos.new_empty(cos.shape), sin.new_empty(sin.shape)
+
+
+_define("rotary_position_embedding_grad(Tensor grad, Tensor cos, Tensor sin, Tensor? input, int mode) "
+        "-> (Tensor, Tensor, Tensor)", _rope_grad_impl, _rope_grad_fake)
+
+_ROPE_MODES = (0, 1, 2, 3)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+    """The vendor's formulas in torch ops (the fallback, and the reference in the docs)."""
+    if mode == 0:
+        return input * cos + _rotate_half(input) * sin
+    if mode == 1:
+        pairs = input.unflatten(-1, (-1, 2))
+        rotated = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+        return input * cos + rotated * sin
+    if mode == 2:
+        quarter = input.shape[-1] // 4
+        x1, x2, x3, x4 = input.split(quarter, dim=-1)
+        return input * cos + torch.cat((-x2, x1, -x4, x3), dim=-1) * sin
+    even, odd = input[..., 0::2], input[..., 1::2]
+    return torch.cat((even, odd), dim=-1) * cos + torch.cat((-odd, even), dim=-1) * sin
+
+
+def _rope_on_kernel(input: Tensor, cos: Tensor, sin: Tensor) -> bool:
+    return (input.dim() == 4 and cos.dim() == 4 and cos.shape == sin.shape and input.dtype == cos.dtype == sin.dtype
+            and input.shape[-1] == cos.shape[-1] and input.shape[-1] % 2 == 0 and input.numel() > 0
+            and _on_kernel_path(input, cos, sin)
+            and all(c in (1, x) for c, x in zip(cos.shape[:3], input.shape[:3])))
+
+
+def rotary_position_embedding(input: Tensor, cos: Tensor, sin: Tensor, mode: int = 0) -> Tensor:
+    """The vendor's rotary position embedding (``aclnnRotaryPositionEmbedding``), autograd-aware.
+
+    ``input`` 4-D, ``cos`` / ``sin`` 4-D broadcasting over ``input``'s first three dims, same dtype;
+    mode 0 rotate-half (Hugging Face), 1 interleaved pairs (GPT-J / Meta), 2 rotate-half per half of
+    the head dim, 3 de-interleave then rotate-half (the vendor's formulas). ``cos`` / ``sin`` get
+    gradients (summed over the broadcast dims) when they require them.
+    """
+    if mode not in _ROPE_MODES:
+        raise ValueError(f"rotary_position_embedding: mode must be 0, 1, 2 or 3, got {mode}")
+    if not _rope_on_kernel(input, cos, sin):
+        return _rope_composite(input, cos, sin, mode)
+    return torch.ops.tilegrad.rotary_position_embedding(input, cos, sin, mode)
+
+
+def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
+                         ) -> Tuple[Tensor, Tensor]:
+    """Hugging Face's ``apply_rotary_pos_emb`` (rotate-half) on tilegrad: same signature and result.
+
+    ``cos`` / ``sin`` of shape (batch, seq, head_dim) are unsqueezed at ``unsqueeze_dim`` and
+    broadcast over the heads of ``q`` and ``k`` (which may have different head counts); the
+    backward saves only ``cos`` and ``sin`` (the composite saves rotated copies of q and k).
+    """
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return rotary_position_embedding(q, cos, sin, 0), rotary_position_embedding(k, cos, sin, 0)
