@@ -1,0 +1,129 @@
+"""The decoder-block functions through autograd: tilegrad.torch vs PyTorch eager vs torch.compile of
+the same PyTorch code, forward + backward, same inputs, one process, contenders interleaved.
+
+    python benchmarks/bench_torch_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile]
+
+Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
+
+- RMSNorm 4096x2048 (weight 2048) float32 / bfloat16: >= 5x / >= 10x eager, >= 1.3x compiled
+- silu_mul 4096x5632 float32 / bfloat16: >= 2x eager, >= 1.3x compiled
+- RoPE on q and k (batch 4, seq 1024, 16 q heads, 4 kv heads, head dim 128) float32 / bfloat16:
+  >= 3x eager, >= 1.3x compiled (Hugging Face's rotate-half composite)
+
+Each contender computes the output and autograd's gradients of every input that requires one
+(``torch.autograd.grad`` with a fixed upstream gradient). Also printed: the bytes each saves for
+backward (``torch.autograd.graph.saved_tensors_hooks``), tilegrad vs the composite.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import compare, parse_args, print_table  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tilegrad.torch as tgt  # noqa: E402
+
+NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def hf_rope(q, k, cos, sin):
+    """Hugging Face's apply_rotary_pos_emb (unsqueeze_dim=1)."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def torch_rms_norm(x, w):
+    return F.rms_norm(x, w.shape, w, 1e-6)
+
+
+def torch_silu_mul(g, u):
+    return F.silu(g) * u
+
+
+def grad_run(fn, inputs, upstream):
+    """A contender: outputs of fn(*inputs), then autograd's gradients of every leaf input."""
+    leaves = [t for t in inputs if t.requires_grad]
+
+    def run():
+        out = fn(*inputs)
+        outs = out if isinstance(out, tuple) else (out,)
+        return torch.autograd.grad(outs, leaves, upstream)
+    return run
+
+
+def saved_bytes(fn, inputs):
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        fn(*inputs)
+    seen, total = set(), 0
+    for t in saved:  # a tensor saved twice (or a view of a saved one) is stored once
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def case(label, params, ours, theirs, inputs, upstream, reps, use_compile, target):
+    contenders = {"torch": grad_run(theirs, inputs, upstream), "tilegrad": grad_run(ours, inputs, upstream)}
+    if use_compile:
+        contenders["torch.compile"] = grad_run(torch.compile(theirs, dynamic=False), inputs, upstream)
+    row = compare(label, contenders, baseline="torch", reps=reps, params=params)
+    ours_saved, theirs_saved = saved_bytes(ours, inputs), saved_bytes(theirs, inputs)
+    row["extra"] = {"target": target, "saved MiB tilegrad / torch": f"{ours_saved / 2**20:.1f} / {theirs_saved / 2**20:.1f}"}
+    if use_compile:
+        t = row["times"]
+        row["extra"]["tilegrad vs compile"] = f"{t['torch.compile'] / t['tilegrad']:.2f}x"
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
+    args = parse_args(parser, benchmark="torch_decoder")
+    scale = 8 if args.quick else 1
+    use_compile = not args.no_compile
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        name = NAMES[dtype]
+        n, d = 4096 // scale, 2048
+        x = torch.randn(n, d, generator=g).to(dtype).requires_grad_()
+        w = (1 + 0.1 * torch.randn(d, generator=g)).to(dtype).requires_grad_()
+        rows.append(case(f"rms_norm {name} {n}x{d}", {"op": "rms_norm", "n": n, "d": d, "dtype": name},
+                         lambda a, b: tgt.rms_norm(a, b.shape, b, 1e-6), torch_rms_norm, [x, w],
+                         (torch.randn(n, d, generator=g).to(dtype),), args.reps, use_compile,
+                         ">= 5x fp32, >= 10x bf16; >= 1.3x compile"))
+        n, f = 4096 // scale, 5632
+        gate = torch.randn(n, f, generator=g).to(dtype).requires_grad_()
+        up = torch.randn(n, f, generator=g).to(dtype).requires_grad_()
+        rows.append(case(f"silu_mul {name} {n}x{f}", {"op": "silu_mul", "n": n, "f": f, "dtype": name},
+                         tgt.silu_mul, torch_silu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
+                         args.reps, use_compile, ">= 2x; >= 1.3x compile"))
+        b, s, hq, hkv, hd = 4, 1024 // scale, 16, 4, 128
+        # (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim) projections, as Llama makes them
+        q = torch.randn(b, s, hq, hd, generator=g).to(dtype).transpose(1, 2).requires_grad_()
+        k = torch.randn(b, s, hkv, hd, generator=g).to(dtype).transpose(1, 2).requires_grad_()
+        angle = torch.randn(b, s, hd, generator=g)
+        cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
+        upstream = (torch.randn(q.shape, generator=g).to(dtype), torch.randn(k.shape, generator=g).to(dtype))
+        rows.append(case(f"rope q+k {name} b{b} s{s} {hq}/{hkv} heads d{hd}",
+                         {"op": "rope", "b": b, "s": s, "hq": hq, "hkv": hkv, "d": hd, "dtype": name},
+                         lambda q_, k_, c, s_: tgt.apply_rotary_pos_emb(q_, k_, c, s_), hf_rope, [q, k, cos, sin],
+                         upstream, args.reps, use_compile, ">= 3x; >= 1.3x compile"))
+    print_table(rows, title=f"decoder block through autograd, {torch.get_num_threads()} threads")
+
+
+if __name__ == "__main__":
+    main()
