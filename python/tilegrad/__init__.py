@@ -32,6 +32,7 @@ from ._fused_linear_cross_entropy import (
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._silu_backward import silu_backward
+from ._swi_glu import swi_glu, swi_glu_grad
 
 # The installed distribution's metadata, written from pyproject.toml (the version's one source).
 __version__ = _metadata.version("tilegrad")
@@ -62,4 +63,6 @@ __all__ = [
     "set_max_isa",
     "set_num_threads",
     "silu_backward",
+    "swi_glu",
+    "swi_glu_grad",
 ]

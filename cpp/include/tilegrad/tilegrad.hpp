@@ -9,5 +9,6 @@
 #include "tilegrad/rms_norm.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
+#include "tilegrad/swi_glu.hpp"
 #include "tilegrad/status.hpp"
 #include "tilegrad/tensor_view.hpp"
