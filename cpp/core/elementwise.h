@@ -50,10 +50,12 @@ ElementwiseTiling plan_elementwise(int64_t numel, int64_t bytes_per_elem, bool o
 // Calls run(ptrs, n, contiguous_output) on consecutive spans covering linear elements [begin, end)
 // of the layout, where ptrs[i] points at n contiguous elements of operand i. Strided operands are
 // gathered into (inputs) / scattered from (output) stack buffers of kPackElems elements.
+// Operands [0, num_outputs) are outputs (scattered), the rest inputs (gathered); operand 0 decides
+// the walk order, so further outputs should share its strides (two halves of one tensor).
 constexpr int64_t kPackElems = 512;
 
 template <class Run>
-void for_each_span(const ElementwiseLayout& L, int64_t begin, int64_t end, Run&& run) {
+void for_each_span(const ElementwiseLayout& L, int64_t begin, int64_t end, Run&& run, int num_outputs = 1) {
   if (begin >= end) return;
   const int d = L.ndim - 1;
   const int64_t inner = d >= 0 ? L.shape[d] : 1;
@@ -93,14 +95,15 @@ void for_each_span(const ElementwiseLayout& L, int64_t begin, int64_t end, Run&&
             continue;
           }
           q[i] = reinterpret_cast<char*>(pack[i]);
-          if (i == 0) continue;  // output: scattered after the run
+          if (i < num_outputs) continue;  // output: scattered after the run
           const char* src = p[i] + off * s;
           for (int64_t j = 0; j < n; ++j) std::memcpy(q[i] + j * es, src + j * s, es);
         }
         run(q, n, !packed[0]);
-        if (packed[0]) {
-          const int64_t s = L.byte_strides[0][d], es = L.elem_size[0];
-          for (int64_t j = 0; j < n; ++j) std::memcpy(p[0] + (off + j) * s, q[0] + j * es, es);
+        for (int i = 0; i < num_outputs; ++i) {
+          if (!packed[i]) continue;
+          const int64_t s = L.byte_strides[i][d], es = L.elem_size[i];
+          for (int64_t j = 0; j < n; ++j) std::memcpy(p[i] + (off + j) * s, q[i] + j * es, es);
         }
       }
     }

@@ -13,13 +13,13 @@
 namespace tilegrad::core {
 
 template <class Kernel>
-void run_elementwise(const ElementwiseLayout& layout, const ElementwiseTiling& t, Kernel&& kernel) {
+void run_elementwise(const ElementwiseLayout& layout, const ElementwiseTiling& t, Kernel&& kernel, int num_outputs = 1) {
   parallel_for(t.num_tiles, t.num_tiles, [&](int64_t tile) {
     const int64_t begin = tile * t.tile_elems;
     const int64_t end = std::min(t.numel, begin + t.tile_elems);
     for_each_span(layout, begin, end, [&](char* const* ptrs, int64_t n, bool contiguous_out) {
       kernel(ptrs, n, t.streaming_stores && contiguous_out);
-    });
+    }, num_outputs);
   });
 }
 

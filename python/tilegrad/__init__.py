@@ -30,7 +30,9 @@ from ._fused_linear_cross_entropy import (
     fused_linear_online_max_sum,
 )
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
+from ._rms_norm import rms_norm, rms_norm_grad
 from ._silu_backward import silu_backward
+from ._swi_glu import swi_glu, swi_glu_grad
 
 # The installed distribution's metadata, written from pyproject.toml (the version's one source).
 __version__ = _metadata.version("tilegrad")
@@ -56,7 +58,11 @@ __all__ = [
     "get_library",
     "get_num_threads",
     "max_isa",
+    "rms_norm",
+    "rms_norm_grad",
     "set_max_isa",
     "set_num_threads",
     "silu_backward",
+    "swi_glu",
+    "swi_glu_grad",
 ]

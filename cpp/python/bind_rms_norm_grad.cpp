@@ -1,0 +1,48 @@
+// Python binding of aclnnRmsNormGrad: tilegrad._core.rms_norm_grad(dy, x, rstd, gamma, out=None, dgamma_out=None).
+#include <pybind11/pybind11.h>
+
+#include "ops/rms_norm_grad/rms_norm_grad_tiling.h"
+#include "py_tensor.h"
+#include "py_tiling.h"
+#include "tilegrad/rms_norm.hpp"
+
+namespace {
+constexpr const char* kOp = "aclnnRmsNormGrad";
+}
+
+void bind_rms_norm_grad(py::module_& m) {
+  m.def(
+      "rms_norm_grad",
+      [](const py::object& dy_obj, const py::object& x_obj, const py::object& rstd_obj, const py::object& gamma_obj,
+         const py::object& out, const py::object& dgamma_out) {
+        const TensorView dy = py_support::view_of(dy_obj, "dy");
+        const TensorView x = py_support::view_of(x_obj, "x");
+        const TensorView rstd = py_support::view_of(rstd_obj, "rstd");
+        const TensorView gamma = py_support::view_of(gamma_obj, "gamma");
+        RmsNormGradOutputSpecs specs;
+        if (out.is_none() || dgamma_out.is_none()) specs = rms_norm_grad_output_specs(dy, x, rstd, gamma);
+        py::object dx = out.is_none() ? py::object(py_support::allocate(specs.dx, kOp, "out")) : out;
+        py::object dg = dgamma_out.is_none() ? py::object(py_support::allocate(specs.dgamma, kOp, "dgamma_out"))
+                                             : dgamma_out;
+        const TensorView dxv = py_support::view_of(dx, "out", true);
+        const TensorView dgv = py_support::view_of(dg, "dgamma_out", true);
+        {
+          py::gil_scoped_release release;
+          rms_norm_grad(dy, x, rstd, gamma, dxv, dgv);
+        }
+        return py::make_tuple(dx, dg);
+      },
+      py::arg("dy"), py::arg("x"), py::arg("rstd"), py::arg("gamma"), py::arg("out") = py::none(),
+      py::arg("dgamma_out") = py::none());
+
+  m.def(
+      "_rms_norm_grad_tiling",
+      [](int64_t rows, int64_t cols, int64_t elem_bytes, bool pack_rows, bool dx_dense, int threads, int64_t l1,
+         int64_t l2, int64_t l3, const std::string& isa) {
+        return py_support::tiling_dict(ops::rms_norm_grad_tiling(rows, cols, elem_bytes, pack_rows, dx_dense,
+                                                                 py_support::platform_from(threads, l1, l2, l3, isa)));
+      },
+      py::arg("rows"), py::arg("cols"), py::arg("elem_bytes"), py::arg("pack_rows"), py::arg("dx_dense"),
+      py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,
+      py::arg("l3_bytes") = 32 << 20, py::arg("isa") = "avx512");
+}

@@ -1,0 +1,45 @@
+"""SwiGLU forward and backward (``aclnnSwiGlu``, ``aclnnSwiGluGrad``)."""
+
+from typing import Optional
+
+import numpy as np
+
+from . import _core
+from ._args import check_int
+
+_FWD, _BWD = "aclnnSwiGlu", "aclnnSwiGluGrad"
+
+
+def swi_glu(x: np.ndarray, dim: int = -1, *, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """SwiGLU: ``a, b = split(x, 2, dim)``; ``out = silu(a) * b`` (the first half is the gate).
+
+    Same as CANN ``aclnnSwiGlu`` and ``a, b = x.chunk(2, dim); F.silu(a) * b`` in PyTorch (Llama's
+    ``silu(gate) * up`` with the projection laid out ``[gate | up]``).
+
+    Args:
+        x: float32, float16 or bfloat16, rank 1..8, ``x.shape[dim]`` even.
+        dim: the split dimension, in ``[-x.ndim, x.ndim)`` (default -1).
+        out: optional result (``x``'s dtype, shape of ``x`` with ``dim`` halved, any strides).
+
+    Returns:
+        ``out``, or a new C-contiguous array. float32 arithmetic, rounded once. GIL released.
+    """
+    return _core.swi_glu(x, check_int(_FWD, "dim", dim), out)
+
+
+def swi_glu_grad(y_grad: np.ndarray, x: np.ndarray, dim: int = -1, *, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Gradient of :func:`swi_glu`: ``out = concatenate([da, db], dim)`` with ``s = sigmoid(a)``,
+    ``da = y_grad * b * s * (1 + a * (1 - s))`` and ``db = y_grad * a * s``.
+
+    Same as CANN ``aclnnSwiGluGrad``; the gradient autograd gives for ``F.silu(a) * b``.
+
+    Args:
+        y_grad: upstream gradient (``x``'s dtype, shape of ``x`` with ``dim`` halved).
+        x: the forward input.
+        dim: the forward's split dimension (default -1).
+        out: optional result (``x``'s dtype and shape, any strides; may be ``x`` itself).
+
+    Returns:
+        ``out``, or a new C-contiguous array. float32 arithmetic, each element rounded once.
+    """
+    return _core.swi_glu_grad(y_grad, x, check_int(_BWD, "dim", dim), out)
