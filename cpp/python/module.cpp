@@ -4,8 +4,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <vector>
+
 #include "core/bandwidth_probe.h"
 #include "core/gemm.h"
+#include "core/ordered_reduce.h"
 #include "core/platform.h"
 #include "core/trace.h"
 #include "core/vmath_eval.h"
@@ -85,6 +88,50 @@ PYBIND11_MODULE(_core, m) {
         tilegrad::core::bandwidth_probe(out.mutable_data(), a.data(), b.data(), out.size(), streaming_stores);
       },
       py::arg("out"), py::arg("a"), py::arg("b"), py::arg("streaming_stores") = true);
+
+  // core/ordered_reduce.h test hooks: the row-block plan, a column sum through it, a sum of squares.
+  m.def(
+      "_row_blocks",
+      [](int64_t rows, int64_t cols) {
+        const auto rb = tilegrad::core::plan_row_blocks(rows, cols);
+        py::dict d;
+        d["rows"] = rb.rows;
+        d["cols"] = rb.cols;
+        d["block_rows"] = rb.block_rows;
+        d["num_blocks"] = rb.num_blocks;
+        d["partial_stride"] = rb.partial_stride();
+        d["workspace_bytes"] = rb.workspace_bytes();
+        return d;
+      },
+      py::arg("rows"), py::arg("cols"));
+  m.def(
+      "_ordered_column_sum",
+      [](py::array_t<float, py::array::c_style> a, int threads) {
+        if (a.ndim() != 2) throw py::value_error("a must be 2-D");
+        const int64_t rows = a.shape(0), cols = a.shape(1);
+        const auto rb = tilegrad::core::plan_row_blocks(rows, cols);
+        std::vector<float> ws(static_cast<size_t>(rb.workspace_bytes() / 4 + 1));
+        py::array_t<float> out(cols);
+        py::gil_scoped_release release;
+        tilegrad::core::ordered_column_sum(a.data(), rows, cols, cols, out.mutable_data(), ws.data(), threads);
+        return out;
+      },
+      py::arg("a"), py::arg("threads"));
+  m.def(
+      "_sum_squares",
+      [](const py::list& arrays, int threads) {
+        std::vector<tilegrad::core::FloatSpan> spans;
+        for (const auto& a : arrays) {
+          const tilegrad::TensorView v = tilegrad::py_support::view_of(a, "arrays");
+          if (v.shape.size() != 1) throw py::value_error("arrays must be 1-D");
+          spans.push_back({v.data, v.shape[0], v.strides[0], v.dtype});
+        }
+        std::vector<double> ws(
+            static_cast<size_t>(tilegrad::core::sum_squares_workspace_bytes(spans.data(), spans.size()) / 8));
+        py::gil_scoped_release release;
+        return tilegrad::core::sum_squares(spans.data(), static_cast<int64_t>(spans.size()), ws.data(), threads);
+      },
+      py::arg("arrays"), py::arg("threads"));
 
 #define TILEGRAD_BIND(op) bind_##op(m);
 #include "ops_registry.inc"
