@@ -30,7 +30,7 @@ from ._fused_linear_cross_entropy import (
     fused_linear_online_max_sum,
 )
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
-from ._rotary_position_embedding import rotary_position_embedding
+from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
 from ._silu_backward import silu_backward
 
 # The installed distribution's metadata, written from pyproject.toml (the version's one source).
@@ -58,6 +58,7 @@ __all__ = [
     "get_num_threads",
     "max_isa",
     "rotary_position_embedding",
+    "rotary_position_embedding_grad",
     "set_max_isa",
     "set_num_threads",
     "silu_backward",

@@ -73,3 +73,9 @@ def rotary_position_embedding(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, m
 def _rotary_position_embedding_tiling(dims: tuple, cos_dims: tuple, d: int, mode: int, elem_bytes: int,
                                       out_rows_aligned: bool, threads: int, l1_bytes: int = ..., l2_bytes: int = ...,
                                       l3_bytes: int = ..., isa: str = ...) -> dict: ...
+def rotary_position_embedding_grad(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray, x: Optional[np.ndarray] = ...,
+                                   mode: int = ..., dx: Optional[np.ndarray] = ..., dcos: Optional[np.ndarray] = ...,
+                                   dsin: Optional[np.ndarray] = ...) -> tuple: ...
+def _rotary_position_embedding_grad_tiling(dims: tuple, cos_dims: tuple, d: int, mode: int, elem_bytes: int,
+                                           with_x: bool, dx_rows_aligned: bool, threads: int, l1_bytes: int = ...,
+                                           l2_bytes: int = ..., l3_bytes: int = ..., isa: str = ...) -> dict: ...

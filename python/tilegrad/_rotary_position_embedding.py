@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._args import check_int
+from ._args import argument_error, check_int
 
 _FWD = "aclnnRotaryPositionEmbedding"
 _GRAD = "aclnnRotaryPositionEmbeddingGrad"
@@ -42,3 +42,44 @@ def rotary_position_embedding(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, m
     tiling error), bad dtypes ValueError 161002. The GIL is released while the kernel runs.
     """
     return _core.rotary_position_embedding(x, cos, sin, check_int(_FWD, "mode", mode), out)
+
+
+def rotary_position_embedding_grad(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray, x: Optional[np.ndarray] = None,
+                                   mode: int = 0, *, out: Optional[Tuple[Optional[np.ndarray], Optional[np.ndarray],
+                                                                         Optional[np.ndarray]]] = None
+                                   ) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradient of :func:`rotary_position_embedding` with respect to ``x``, ``cos`` and ``sin``.
+
+    With ``(first, second)`` the two elements of each rotated pair (see the forward's modes)::
+
+        dx_first  = cos_first * dy_first + sin_second * dy_second
+        dx_second = cos_second * dy_second - sin_first * dy_first
+        dcos = sum(dy * x, dims),   dsin = sum(dy * rotate(x), dims)
+
+    where ``dims`` are the leading dims over which ``cos`` / ``sin`` broadcast (mode 3 reads ``x``
+    as ``cat(x[..., ::2], x[..., 1::2])``). Same as autograd through Hugging Face's
+    ``q * cos + rotate_half(q) * sin`` (mode 0) and CANN ``aclnnRotaryPositionEmbeddingGrad``.
+
+    Args:
+        dy: gradient of the forward's output, 4-D; float32, float16 or bfloat16; any strides.
+        cos, sin: the forward's, of ``dy``'s dtype (leading dims 1 or ``dy``'s).
+        x: the forward's input (``dy``'s shape and dtype), or None: then only ``dx`` is computed.
+        mode: 0, 1, 2 or 3.
+        out: optional ``(dx, dcos, dsin)``, each None (allocated) or an array of the right shape
+            and dtype (``dx``: ``dy``'s, may be ``dy`` itself; ``dcos``, ``dsin``: ``cos``'s). ``dcos``
+            and ``dsin`` are written only when ``x`` is given.
+
+    Returns:
+        ``(dx, dcos, dsin)``; ``dcos`` and ``dsin`` are None when ``x`` is None (or the arrays
+        given in ``out``, untouched).
+
+    Products rounded to float32, sums in float32 in a fixed order (partials of consecutive rows
+    added in block order in float64 when a cos row gathers many rows), each output rounded once:
+    the same bits for any thread count. The GIL is released while the kernels run.
+    """
+    mode = check_int(_GRAD, "mode", mode)
+    if out is None:
+        out = (None, None, None)
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        raise argument_error(TypeError, f"{_GRAD}: out must be a tuple (dx, dcos, dsin), got {out!r}")
+    return tuple(_core.rotary_position_embedding_grad(dy, cos, sin, x, mode, *out))
