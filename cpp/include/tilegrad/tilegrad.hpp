@@ -6,6 +6,7 @@
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 #include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/reduction.hpp"
+#include "tilegrad/rotary_position_embedding.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
 #include "tilegrad/status.hpp"
