@@ -31,6 +31,7 @@ from ._fused_linear_cross_entropy import (
 )
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._rms_norm import rms_norm, rms_norm_grad
+from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
 from ._silu_backward import silu_backward
 from ._swi_glu import swi_glu, swi_glu_grad
 
@@ -60,6 +61,8 @@ __all__ = [
     "max_isa",
     "rms_norm",
     "rms_norm_grad",
+    "rotary_position_embedding",
+    "rotary_position_embedding_grad",
     "set_max_isa",
     "set_num_threads",
     "silu_backward",

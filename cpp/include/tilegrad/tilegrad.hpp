@@ -7,6 +7,7 @@
 #include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/reduction.hpp"
 #include "tilegrad/rms_norm.hpp"
+#include "tilegrad/rotary_position_embedding.hpp"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/silu_backward.hpp"
 #include "tilegrad/swi_glu.hpp"

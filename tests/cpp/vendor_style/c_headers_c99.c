@@ -13,6 +13,8 @@
 #include "aclnnop/aclnn_fused_cross_entropy_loss_with_max_sum.h"
 #include "aclnnop/aclnn_fused_linear_cross_entropy_loss_grad.h"
 #include "aclnnop/aclnn_fused_linear_online_max_sum.h"
+#include "aclnnop/aclnn_rotary_position_embedding.h"
+#include "aclnnop/aclnn_rotary_position_embedding_grad.h"
 #include "aclnnop/aclnn_silu_backward.h"
 
 static int g_failures = 0;
