@@ -33,7 +33,7 @@ from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
 from ._silu_backward import silu_backward
-from ._swi_glu import swi_glu, swi_glu_grad
+from ._swi_glu import silu_mul, silu_mul_grad, swi_glu, swi_glu_grad
 
 # The installed distribution's metadata, written from pyproject.toml (the version's one source).
 __version__ = _metadata.version("tilegrad")
@@ -66,6 +66,8 @@ __all__ = [
     "set_max_isa",
     "set_num_threads",
     "silu_backward",
+    "silu_mul",
+    "silu_mul_grad",
     "swi_glu",
     "swi_glu_grad",
 ]

@@ -19,4 +19,14 @@ TILEGRAD_API OutputSpec swi_glu_output_spec(const TensorView& x, int64_t dim);
 TILEGRAD_API void swi_glu_grad(const TensorView& y_grad, const TensorView& x, int64_t dim, const TensorView& out);
 TILEGRAD_API OutputSpec swi_glu_grad_output_spec(const TensorView& y_grad, const TensorView& x, int64_t dim);
 
+// silu_mul: out = silu(gate) * up on two tensors of one dtype and shape (a Llama MLP's separate gate
+// and up projections; the same kernels as swi_glu). out: that dtype and shape, any strides; it may be
+// gate or up exactly (in place), never overlap them otherwise.
+TILEGRAD_API void silu_mul(const TensorView& gate, const TensorView& up, const TensorView& out);
+
+// silu_mul's gradients: d_gate = dy * up * s * (1 + gate * (1 - s)), d_up = dy * gate * s,
+// s = sigmoid(gate); every tensor of gate's dtype and shape; d_gate and d_up never overlap each other.
+TILEGRAD_API void silu_mul_grad(const TensorView& dy, const TensorView& gate, const TensorView& up,
+                                const TensorView& d_gate, const TensorView& d_up);
+
 }  // namespace tilegrad
