@@ -327,3 +327,50 @@ def test_numpy_entries_exist():
     for name in ("rms_norm", "rms_norm_grad", "swi_glu", "swi_glu_grad", "rotary_position_embedding",
                  "rotary_position_embedding_grad"):
         assert callable(getattr(tilegrad, name)), name
+
+
+# ----------------------------------------------------------------------------------------------
+# second derivatives and torch.func: torch's values, never a silently wrong number
+
+
+def _penalty_grads(fn, inputs):
+    """An input-gradient penalty: g = d(sum fn^2)/d(first input) with create_graph, then
+    d(sum g^2)/d(every input)."""
+    out = fn(*inputs)
+    (g,) = torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
+    return torch.autograd.grad(g.pow(2).sum(), inputs)
+
+
+def _double_backward_cases():
+    g = torch.Generator().manual_seed(9)
+    x, w = torch.randn(5, 16, generator=g), torch.rand(16, generator=g) + 0.5
+    gate, up = torch.randn(4, 12, generator=g), torch.randn(4, 12, generator=g)
+    q = torch.randn(2, 3, 6, 16, generator=g)
+    angle = torch.randn(2, 1, 6, 16, generator=g)
+    return {
+        "rms_norm": (lambda a, b: tgt.rms_norm(a, (16,), b, 1e-6), lambda a, b: F.rms_norm(a, (16,), b, 1e-6), [x, w]),
+        "silu_mul": (tgt.silu_mul, lambda a, b: F.silu(a) * b, [gate, up]),
+        "swiglu": (lambda a: tgt.swiglu(a), lambda a: F.silu(a.chunk(2, -1)[0]) * a.chunk(2, -1)[1], [gate]),
+        "rope": (lambda a, c, s: tgt.rotary_position_embedding(a, c, s, 0),
+                 lambda a, c, s: _decoder._rope_composite(a, c, s, 0), [q, angle.cos(), angle.sin()]),
+        "rope_constant_trig": (lambda a: tgt.rotary_position_embedding(a, angle.cos(), angle.sin(), 1),
+                               lambda a: _decoder._rope_composite(a, angle.cos(), angle.sin(), 1), [q]),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_double_backward_cases()))
+def test_second_derivatives_are_torchs(name):
+    ours, theirs, inputs = _double_backward_cases()[name]
+    got = _penalty_grads(ours, [t.clone().requires_grad_() for t in inputs])
+    want = _penalty_grads(theirs, [t.double().requires_grad_() for t in inputs])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+
+
+def test_torch_func_grad_and_vmap():
+    g = torch.Generator().manual_seed(10)
+    x, w = torch.randn(3, 8, generator=g), torch.rand(8, generator=g) + 0.5
+    got = torch.func.grad(lambda a: tgt.rms_norm(a, (8,), w).pow(2).sum())(x)
+    want = torch.func.grad(lambda a: F.rms_norm(a, (8,), w).pow(2).sum())(x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.func.vmap(tgt.silu_mul)(x, x), F.silu(x) * x)

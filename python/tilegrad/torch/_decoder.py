@@ -16,8 +16,13 @@ tilegrad.torch                                             torch equivalent     
                                                                                        cos / sin need a grad)
 =========================================================  ==========================  ========================
 
-Everything else (tensors off the CPU, float64, sparse, ...) goes to the torch composite, so a call
-never gives a wrong result. Numerics: fp16 / bf16 are widened to fp32 and every output is rounded
+Two paths, as for the other functions: in eager mode a lean ``torch.autograd.Function`` calls the C++
+core directly (a ``torch.library`` op costs tens of microseconds of dispatch per call, and these run
+once per layer); under ``torch.compile`` / ``torch.export`` the ``torch.ops.tilegrad`` ops (they have
+fake kernels). Second derivatives (``create_graph=True``) are torch's: a backward run with grad mode
+on recomputes the composite differentiably instead of calling the kernels. Under a ``torch.func``
+transform, and for everything the kernels do not take (tensors off the CPU, float64, sparse, ...),
+the torch composite runs, so a call never gives a wrong result. Numerics: fp16 / bf16 are widened to fp32 and every output is rounded
 once; PyTorch's ``F.rms_norm`` and Hugging Face's RMSNorm round ``x * rstd`` to the input dtype before
 the weight multiply (two roundings), so bf16 results differ from theirs by up to one bf16 ulp.
 """
@@ -40,6 +45,29 @@ _TORCH_RMS_NORM = F.rms_norm
 
 def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
     return all(t is None or unsupported_reason(t) is None for t in tensors)
+
+
+def _transform_active() -> bool:
+    """A torch.func transform (grad, vmap, jacrev, ...) is running: its wrapped tensors cannot go to
+    the kernels, so the composite runs (same values)."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
+def _recompute_grads(fn, inputs: Sequence[Optional[Tensor]], grads: Sequence[Optional[Tensor]]) -> List:
+    """Gradients of the differentiable composite ``fn(*inputs)`` w.r.t. the inputs that require grad,
+    with ``create_graph=True`` (a backward run under grad mode: higher-order gradients); None elsewhere."""
+    with torch.enable_grad():
+        outputs = fn(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
+    wanted = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    result: List = [None] * len(inputs)
+    if pairs and wanted:
+        found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
+                                    create_graph=True, allow_unused=True)
+        for i, g in zip(wanted, found):
+            result[i] = g
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -65,14 +93,28 @@ def _rms_norm_fake(input, gamma, eps):
 
 
 def _rms_norm_setup(ctx, inputs, output) -> None:
-    input, gamma, _ = inputs
+    input, gamma, eps = inputs
+    ctx.eps = eps
     ctx.save_for_backward(input, output[1], gamma)
 
 
-def _rms_norm_grad_formula(ctx, grad_y: Tensor, unused_grad_rstd: Tensor):
+def _rms_norm_composite(input: Tensor, gamma: Tensor, eps: float) -> Tensor:
+    return F.rms_norm(input, gamma.shape, gamma, eps)
+
+
+def _rms_norm_backward(ctx, grad_y: Tensor, grad_kernel):
+    """The gradient formula of both paths: the kernel (``grad_kernel``), or under grad mode the
+    differentiable composite."""
     input, rstd, gamma = ctx.saved_tensors
-    dx, dgamma = torch.ops.tilegrad.rms_norm_grad(grad_y, input, rstd, gamma)
+    if torch.is_grad_enabled():
+        dx, dgamma = _recompute_grads(lambda x, g: _rms_norm_composite(x, g, ctx.eps), (input, gamma), (grad_y,))
+        return dx, dgamma, None
+    dx, dgamma = grad_kernel(grad_y, input, rstd, gamma)
     return dx, (dgamma.to(gamma.dtype) if ctx.needs_input_grad[1] else None), None
+
+
+def _rms_norm_grad_formula(ctx, grad_y: Tensor, unused_grad_rstd: Tensor):
+    return _rms_norm_backward(ctx, grad_y, torch.ops.tilegrad.rms_norm_grad)
 
 
 _define("rms_norm(Tensor input, Tensor gamma, float eps) -> (Tensor, Tensor)", _rms_norm_impl, _rms_norm_fake,
@@ -96,6 +138,21 @@ _define("rms_norm_grad(Tensor grad_y, Tensor input, Tensor rstd, Tensor gamma) -
         _rms_norm_grad_impl, _rms_norm_grad_fake)
 
 
+class TilegradRmsNorm(torch.autograd.Function):
+    """The eager path: the kernels through ``tilegrad._core``, no op dispatch."""
+
+    @staticmethod
+    def forward(ctx, input: Tensor, gamma: Tensor, eps: float) -> Tensor:
+        y, rstd = _rms_norm_impl(input, gamma, eps)
+        ctx.eps = eps
+        ctx.save_for_backward(input, rstd, gamma)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y: Tensor):
+        return _rms_norm_backward(ctx, grad_y, _rms_norm_grad_impl)
+
+
 def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
              eps: Optional[float] = None) -> Tensor:
     """``F.rms_norm`` with the forward and backward on tilegrad (``aclnnRmsNorm`` / ``aclnnRmsNormGrad``).
@@ -113,7 +170,11 @@ def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight:
     if eps is None:
         eps = torch.finfo(input.dtype).eps
     gamma = weight if weight is not None else input.new_ones(shape)
-    return torch.ops.tilegrad.rms_norm(input, gamma, float(eps))[0]
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.rms_norm(input, gamma, float(eps))[0]
+    if _transform_active():
+        return _rms_norm_composite(input, gamma, float(eps))
+    return TilegradRmsNorm.apply(input, gamma, float(eps))
 
 
 def _rms_norm_dtypes_ok(input: Tensor, weight: Tensor) -> bool:
@@ -147,9 +208,20 @@ def _swi_glu_setup(ctx, inputs, output) -> None:
     ctx.dim = inputs[1]
 
 
-def _swi_glu_grad_formula(ctx, grad: Tensor):
+def _swi_glu_composite(input: Tensor, dim: int) -> Tensor:
+    a, b = input.chunk(2, dim)
+    return F.silu(a) * b
+
+
+def _swi_glu_backward(ctx, grad: Tensor, grad_kernel):
     (input,) = ctx.saved_tensors
-    return torch.ops.tilegrad.swi_glu_grad(grad, input, ctx.dim), None
+    if torch.is_grad_enabled():
+        return _recompute_grads(lambda x: _swi_glu_composite(x, ctx.dim), (input,), (grad,))[0], None
+    return grad_kernel(grad, input, ctx.dim), None
+
+
+def _swi_glu_grad_formula(ctx, grad: Tensor):
+    return _swi_glu_backward(ctx, grad, torch.ops.tilegrad.swi_glu_grad)
 
 
 _define("swi_glu(Tensor input, int dim) -> Tensor", _swi_glu_impl, _swi_glu_fake,
@@ -185,9 +257,19 @@ def _silu_mul_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(*inputs)
 
 
-def _silu_mul_grad_formula(ctx, grad: Tensor):
+def _silu_mul_composite(gate: Tensor, up: Tensor) -> Tensor:
+    return F.silu(gate) * up
+
+
+def _silu_mul_backward(ctx, grad: Tensor, grad_kernel):
     gate, up = ctx.saved_tensors
-    return tuple(torch.ops.tilegrad.silu_mul_grad(grad, gate, up))
+    if torch.is_grad_enabled():
+        return tuple(_recompute_grads(_silu_mul_composite, (gate, up), (grad,)))
+    return tuple(grad_kernel(grad, gate, up))
+
+
+def _silu_mul_grad_formula(ctx, grad: Tensor):
+    return _silu_mul_backward(ctx, grad, torch.ops.tilegrad.silu_mul_grad)
 
 
 _define("silu_mul(Tensor gate, Tensor up) -> Tensor", _silu_mul_impl, _silu_mul_fake,
@@ -209,6 +291,29 @@ _define("silu_mul_grad(Tensor grad, Tensor gate, Tensor up) -> (Tensor, Tensor)"
         _silu_mul_grad_fake)
 
 
+class TilegradSiluMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gate: Tensor, up: Tensor) -> Tensor:
+        ctx.save_for_backward(gate, up)
+        return _silu_mul_impl(gate, up)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _silu_mul_backward(ctx, grad, _silu_mul_grad_impl)
+
+
+class TilegradSwiGlu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input: Tensor, dim: int) -> Tensor:
+        ctx.save_for_backward(input)
+        ctx.dim = dim
+        return _swi_glu_impl(input, dim)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _swi_glu_backward(ctx, grad, _swi_glu_grad_impl)
+
+
 def silu_mul(gate: Tensor, up: Tensor) -> Tensor:
     """``F.silu(gate) * up`` in one pass, and one backward pass giving both gradients.
 
@@ -217,8 +322,12 @@ def silu_mul(gate: Tensor, up: Tensor) -> Tensor:
     torch's composite runs.
     """
     if gate.shape != up.shape or gate.dtype != up.dtype or not _on_kernel_path(gate, up) or gate.numel() == 0:
-        return F.silu(gate) * up
-    return torch.ops.tilegrad.silu_mul(gate, up)
+        return _silu_mul_composite(gate, up)
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.silu_mul(gate, up)
+    if _transform_active():
+        return _silu_mul_composite(gate, up)
+    return TilegradSiluMul.apply(gate, up)
 
 
 def swiglu(input: Tensor, dim: int = -1) -> Tensor:
@@ -228,10 +337,12 @@ def swiglu(input: Tensor, dim: int = -1) -> Tensor:
         raise IndexError(f"swiglu: dim must be in [{-input.dim()}, {input.dim() - 1}], got {dim}")
     if input.shape[dim] % 2:
         raise ValueError(f"swiglu: input.shape[{dim}] must be even, got {input.shape[dim]}")
-    if not _on_kernel_path(input) or input.numel() == 0:
-        a, b = input.chunk(2, dim)
-        return F.silu(a) * b
-    return torch.ops.tilegrad.swi_glu(input, dim % input.dim())
+    dim %= input.dim()
+    if not _on_kernel_path(input) or input.numel() == 0 or _transform_active():
+        return _swi_glu_composite(input, dim)
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.swi_glu(input, dim)
+    return TilegradSwiGlu.apply(input, dim)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -256,11 +367,21 @@ def _rope_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(cos, sin, input if (cos.requires_grad or sin.requires_grad) else None)
 
 
-def _rope_grad_formula(ctx, grad: Tensor):
+def _rope_backward(ctx, grad: Tensor, grad_kernel):
     cos, sin, input = ctx.saved_tensors
-    dx, dcos, dsin = torch.ops.tilegrad.rotary_position_embedding_grad(grad, cos, sin, input, ctx.mode)
+    if torch.is_grad_enabled():
+        if input is None:  # not saved (cos / sin need no gradient): the op is linear in its input, so
+            input = torch.zeros_like(grad, requires_grad=True)  # any point gives the same gradient
+        dx, dcos, dsin = _recompute_grads(lambda x, c, s: _rope_composite(x, c, s, ctx.mode), (input, cos, sin),
+                                          (grad,))
+        return dx, dcos, dsin, None
+    dx, dcos, dsin = grad_kernel(grad, cos, sin, input, ctx.mode)
     wants_trig = input is not None
     return dx, (dcos if wants_trig else None), (dsin if wants_trig else None), None
+
+
+def _rope_grad_formula(ctx, grad: Tensor):
+    return _rope_backward(ctx, grad, torch.ops.tilegrad.rotary_position_embedding_grad)
 
 
 _define("rotary_position_embedding(Tensor input, Tensor cos, Tensor sin, int mode) -> Tensor", _rope_impl,
@@ -320,6 +441,17 @@ def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tenso
     return torch.cat((even, odd), dim=-1) * cos + torch.cat((-odd, even), dim=-1) * sin
 
 
+class TilegradRope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+        _rope_setup(ctx, (input, cos, sin, mode), None)
+        return _rope_impl(input, cos, sin, mode)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _rope_backward(ctx, grad, _rope_grad_impl)
+
+
 def _rope_on_kernel(input: Tensor, cos: Tensor, sin: Tensor) -> bool:
     return (input.dim() == 4 and cos.dim() == 4 and cos.shape == sin.shape and input.dtype == cos.dtype == sin.dtype
             and input.shape[-1] == cos.shape[-1] and input.shape[-1] % 2 == 0 and input.numel() > 0
@@ -337,9 +469,11 @@ def rotary_position_embedding(input: Tensor, cos: Tensor, sin: Tensor, mode: int
     """
     if mode not in _ROPE_MODES:
         raise ValueError(f"rotary_position_embedding: mode must be 0, 1, 2 or 3, got {mode}")
-    if not _rope_on_kernel(input, cos, sin):
+    if not _rope_on_kernel(input, cos, sin) or _transform_active():
         return _rope_composite(input, cos, sin, mode)
-    return torch.ops.tilegrad.rotary_position_embedding(input, cos, sin, mode)
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.rotary_position_embedding(input, cos, sin, mode)
+    return TilegradRope.apply(input, cos, sin, mode)
 
 
 def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
