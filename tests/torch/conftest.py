@@ -34,3 +34,10 @@ if torch is not None:
         torch.set_num_threads(1)
         yield
         torch.set_num_threads(previous)
+
+    @pytest.fixture
+    def kernels_at_every_size(monkeypatch):
+        """The tests use small tensors: the decoder functions must run tilegrad's kernels there too
+        (no crossover to torch's composite below a size)."""
+        from tilegrad.torch import _decoder
+        monkeypatch.setattr(_decoder, "CROSSOVER", {op: {} for op in _decoder.CROSSOVER})

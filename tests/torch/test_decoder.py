@@ -12,7 +12,17 @@ import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _decoder  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/torch/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size")
+  # tests/torch/conftest.py
+
+
+def test_below_the_crossover_torchs_composite_runs(monkeypatch):
+    monkeypatch.setattr(_decoder, "CROSSOVER", {op: {torch.float32: 1 << 20} for op in _decoder.CROSSOVER})
+    x = torch.randn(4, 32, requires_grad=True)
+    for out in (tgt.rms_norm(x, (32,)), tgt.silu_mul(x, x), tgt.swiglu(x)):
+        assert not type(out.grad_fn).__name__.startswith("Tilegrad")
+    monkeypatch.setattr(_decoder, "CROSSOVER", {op: {} for op in _decoder.CROSSOVER})
+    assert type(tgt.silu_mul(x, x).grad_fn).__name__ == "TilegradSiluMulBackward"
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 # forward / gradient tolerance against float64, relative to the reference's largest magnitude

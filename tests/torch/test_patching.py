@@ -354,6 +354,7 @@ def test_hf_causal_lm_patch_and_unpatch(model_type):
     assert snapshot(model) == before and "forward" not in model.__dict__
 
 
+@pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
 @pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
 def test_hf_causal_lm_training_gives_torch_losses(model_type):
     reference = tiny_causal_lm(model_type)
@@ -419,6 +420,7 @@ def test_hf_causal_lm_with_tied_embeddings_trains_like_torch():
     assert_losses_match(train(patched, forward=hf_forward), train(reference, forward=hf_forward))
 
 
+@pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
 def test_hf_causal_lm_bfloat16_loss_and_gradients_match_torch():
     """bfloat16 weights: one step's loss and lm_head gradient agree with the unpatched model to bf16 accuracy."""
     reference = tiny_causal_lm("llama", dtype=torch.bfloat16)
@@ -697,6 +699,7 @@ def _decoder_class_counts(model, prefix):
     return {kind: sum(type(m).__name__ == prefix + kind for m in model.modules()) for kind in kinds}
 
 
+@pytest.mark.usefixtures("kernels_at_every_size")
 @pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
 def test_hf_decoder_blocks_run_on_tilegrad_and_unpatch_restores_them(model_type):
     model = tiny_causal_lm(model_type)

@@ -42,6 +42,20 @@ __all__ = ["rms_norm", "silu_mul", "swiglu", "apply_rotary_pos_emb", "rotary_pos
 
 _TORCH_RMS_NORM = F.rms_norm
 
+# Below these sizes (input elements) torch's composite is faster forward+backward through autograd
+# than a tilegrad call (its fixed cost: the autograd.Function node and the hand-off), so the
+# functions take it there. Measured with benchmarks/bench_torch_decoder.py --crossover (1 thread,
+# process CPU time, tilegrad / torch at 1K..256K elements); the README lists them.
+CROSSOVER = {
+    "rms_norm": {torch.float32: 0, torch.float16: 8192, torch.bfloat16: 8192},
+    "silu_mul": {torch.float32: 65536, torch.float16: 131072, torch.bfloat16: 131072},
+    "rope": {torch.float32: 0, torch.float16: 16384, torch.bfloat16: 16384},
+}
+
+
+def _small(op: str, t: Tensor) -> bool:
+    return t.numel() < CROSSOVER[op].get(t.dtype, 0)
+
 
 def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
     return all(t is None or unsupported_reason(t) is None for t in tensors)
@@ -172,8 +186,8 @@ def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight:
     gamma = weight if weight is not None else input.new_ones(shape)
     if torch.compiler.is_compiling():
         return torch.ops.tilegrad.rms_norm(input, gamma, float(eps))[0]
-    if _transform_active():
-        return _rms_norm_composite(input, gamma, float(eps))
+    if _transform_active() or _small("rms_norm", input):
+        return _TORCH_RMS_NORM(input, normalized_shape, weight, eps)
     return TilegradRmsNorm.apply(input, gamma, float(eps))
 
 
@@ -325,7 +339,7 @@ def silu_mul(gate: Tensor, up: Tensor) -> Tensor:
         return _silu_mul_composite(gate, up)
     if torch.compiler.is_compiling():
         return torch.ops.tilegrad.silu_mul(gate, up)
-    if _transform_active():
+    if _transform_active() or _small("silu_mul", gate):
         return _silu_mul_composite(gate, up)
     return TilegradSiluMul.apply(gate, up)
 
@@ -338,7 +352,7 @@ def swiglu(input: Tensor, dim: int = -1) -> Tensor:
     if input.shape[dim] % 2:
         raise ValueError(f"swiglu: input.shape[{dim}] must be even, got {input.shape[dim]}")
     dim %= input.dim()
-    if not _on_kernel_path(input) or input.numel() == 0 or _transform_active():
+    if not _on_kernel_path(input) or input.numel() == 0 or _transform_active() or _small("silu_mul", input):
         return _swi_glu_composite(input, dim)
     if torch.compiler.is_compiling():
         return torch.ops.tilegrad.swi_glu(input, dim)
@@ -469,7 +483,7 @@ def rotary_position_embedding(input: Tensor, cos: Tensor, sin: Tensor, mode: int
     """
     if mode not in _ROPE_MODES:
         raise ValueError(f"rotary_position_embedding: mode must be 0, 1, 2 or 3, got {mode}")
-    if not _rope_on_kernel(input, cos, sin) or _transform_active():
+    if not _rope_on_kernel(input, cos, sin) or _transform_active() or _small("rope", input):
         return _rope_composite(input, cos, sin, mode)
     if torch.compiler.is_compiling():
         return torch.ops.tilegrad.rotary_position_embedding(input, cos, sin, mode)
