@@ -2,6 +2,7 @@
 the same PyTorch code, forward + backward, same inputs, one process, contenders interleaved.
 
     python benchmarks/bench_torch_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile]
+    python benchmarks/bench_torch_decoder.py --crossover     # small sizes: where torch's composite wins
 
 Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
 
@@ -18,6 +19,7 @@ backward (``torch.autograd.graph.saved_tensors_hooks``), tilegrad vs the composi
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import compare, parse_args, print_table  # noqa: E402
@@ -26,6 +28,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch as tgt  # noqa: E402
+from tilegrad.torch import _decoder  # noqa: E402
 
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
 
@@ -86,12 +89,54 @@ def case(label, params, ours, theirs, inputs, upstream, reps, use_compile, targe
     return row
 
 
+def cpu_time_us(fn, reps: int) -> float:
+    """Minimum over 3 rounds of the process CPU time per call (robust on a shared machine)."""
+    for _ in range(5):
+        fn()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.process_time() - t0) / reps)
+    return best * 1e6
+
+
+def crossover_table() -> None:
+    """tilegrad (its kernels, whatever the size) vs torch's composite, forward + backward, 1 thread, at
+    1K..256K elements: the sizes where the ratio passes 1 are _decoder.CROSSOVER."""
+    torch.set_num_threads(1)
+    print("| dtype | elements | rms_norm | silu_mul | rope |\n|---|---|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        for n in (1024, 4096, 16384, 65536, 262144):
+            rows = n // 128
+            x = torch.randn(rows, 128, dtype=dtype, requires_grad=True)
+            w = torch.ones(128, dtype=dtype, requires_grad=True)
+            dy = torch.randn(rows, 128, dtype=dtype)
+            q = torch.randn(1, 1, rows, 128, dtype=dtype, requires_grad=True)
+            cos = torch.randn(1, 1, rows, 128, dtype=dtype)
+            pairs = (
+                (lambda: _decoder.TilegradRmsNorm.apply(x, w, 1e-6).backward(dy),
+                 lambda: torch_rms_norm(x, w).backward(dy)),
+                (lambda: _decoder.TilegradSiluMul.apply(x, x).backward(dy), lambda: torch_silu_mul(x, x).backward(dy)),
+                (lambda: _decoder.TilegradRope.apply(q, cos, cos, 0).backward(dy.view(q.shape)),
+                 lambda: (q * cos + rotate_half(q) * cos).backward(dy.view(q.shape))),
+            )
+            reps = max(20, 200000 // n)
+            cells = [f"{cpu_time_us(theirs, reps) / cpu_time_us(ours, reps):.2f}x" for ours, theirs in pairs]
+            print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
+    parser.add_argument("--crossover", action="store_true", help="the small-size table behind _decoder.CROSSOVER")
     args = parse_args(parser, benchmark="torch_decoder")
+    if args.crossover:
+        crossover_table()
+        return
     scale = 8 if args.quick else 1
     use_compile = not args.no_compile
     g = torch.Generator().manual_seed(0)
