@@ -1,6 +1,7 @@
 // The CPU "device" behind acl/acl.h: device 0 is the host, streams are synchronous (a launch has
 // finished when it returns), device memory is 64-byte aligned host memory whose allocations are
 // tracked so aclrtMemcpy can refuse ranges that run past them.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -35,6 +36,16 @@ std::pair<uintptr_t, size_t> allocation_containing(const void* p) {
 aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_PARAM) {
   set_last_error(message);
   return code;
+}
+
+// NULL strides at aclCreateTensor mean contiguous row-major over the view dims (the vendor's samples
+// pass NULL for contiguous tensors). A dimension of 0 counts as 1, as PyTorch's contiguous strides,
+// so no stride is 0. False if a stride overflows int64.
+bool contiguous_strides(const std::vector<int64_t>& dims, std::vector<int64_t>* strides) {
+  strides->assign(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    if (__builtin_mul_overflow((*strides)[i], std::max<int64_t>(dims[i], 1), &(*strides)[i - 1])) return false;
+  return true;
 }
 
 bool is_private_format(int32_t f) {
@@ -257,7 +268,6 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   if (viewDimsNum > 64) return bad(concat("viewDimsNum ", viewDimsNum, " is not a plausible rank"));
   if (storageDimsNum > 64) return bad(concat("storageDimsNum ", storageDimsNum, " is not a plausible rank"));
   if (viewDimsNum && !viewDims) return bad("viewDims is null but viewDimsNum is " + std::to_string(viewDimsNum));
-  if (viewDimsNum && !stride) return bad("stride is null but viewDimsNum is " + std::to_string(viewDimsNum));
   if (storageDimsNum && !storageDims) return bad("storageDims is null but storageDimsNum is " + std::to_string(storageDimsNum));
   if (offset < 0) return bad(concat("offset must be >= 0, got ", offset));
   if (tilegrad::dtype_size(static_cast<tilegrad::DType>(dataType)) == 0)
@@ -265,12 +275,17 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   auto* t = new (std::nothrow) aclTensor;
   if (!t) return bad("out of memory");
   t->view_dims.assign(viewDims, viewDims + viewDimsNum);
-  t->strides.assign(stride, stride + viewDimsNum);
+  if (stride) t->strides.assign(stride, stride + viewDimsNum);
   t->storage_dims.assign(storageDims, storageDims + storageDimsNum);
   for (int64_t d : t->view_dims)
     if (d < 0) { delete t; return bad(concat("negative view dimension in ", tilegrad::shape_str(std::vector<int64_t>(viewDims, viewDims + viewDimsNum)))); }
   for (int64_t d : t->storage_dims)
     if (d < 0) { delete t; return bad("negative storage dimension"); }
+  if (!stride && !contiguous_strides(t->view_dims, &t->strides)) {
+    const std::string dims = tilegrad::shape_str(t->view_dims);
+    delete t;
+    return bad(concat("the contiguous strides of view dims ", dims, " overflow int64"));
+  }
   t->offset = offset;
   t->format = static_cast<int32_t>(format);
   t->dtype = static_cast<int32_t>(dataType);

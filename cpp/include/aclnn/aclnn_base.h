@@ -42,8 +42,9 @@ ACLNN_API aclnnStatus aclnnInit(const char* configPath);
 ACLNN_API aclnnStatus aclnnFinalize(void);
 
 /* A view (viewDims, stride in elements, offset in elements) over storage (storageDims) at tensorData.
- * Returns NULL (with aclGetRecentErrMsg set) when a dims pointer is NULL with a non-zero count, a
- * dimension is negative, or the dtype is unknown. The view is checked against the storage when an
+ * stride NULL means contiguous row-major strides over viewDims (as the vendor's samples use it; a
+ * dimension of 0 counts as 1); aclGetViewStrides returns them. Returns NULL (with aclGetRecentErrMsg
+ * set) when a dims pointer is NULL with a non-zero count, a dimension is negative, or the dtype is unknown. The view is checked against the storage when an
  * operator uses it. tensorData may be NULL at aclnnXxxGetWorkspaceSize (as in the vendor's samples);
  * the launch refuses it (161001) until aclSetInputTensorAddr / aclSetOutputTensorAddr gave an address. */
 ACLNN_API aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
