@@ -8,7 +8,10 @@
 #include <mutex>
 #include <set>
 
+#include <unistd.h>
+
 #include "acl/acl.h"
+#include "core/acl_runtime.h"
 #include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -18,25 +21,38 @@ namespace tilegrad::core {
 namespace {
 
 std::mutex g_mem_mutex;
-std::map<uintptr_t, size_t> g_allocations;  // start -> size
+struct Allocation {
+  size_t size = 0;
+  bool host = false;  // aclrtMallocHost (else aclrtMalloc): what aclrtPointerGetAttributes reports
+};
+std::map<uintptr_t, Allocation> g_allocations;  // start -> allocation
 std::mutex g_stream_mutex;
 std::set<uintptr_t> g_streams;
 uintptr_t g_next_stream = 0x5000;
 
-// The tracked allocation containing p, if any: {start, size}; {0, 0} otherwise.
-std::pair<uintptr_t, size_t> allocation_containing(const void* p) {
+// The tracked allocation containing p, if any: {start, allocation}; {0, size 0} otherwise.
+std::pair<uintptr_t, Allocation> allocation_containing(const void* p) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   auto it = g_allocations.upper_bound(addr);
-  if (it == g_allocations.begin()) return {0, 0};
+  if (it == g_allocations.begin()) return {0, Allocation{}};
   --it;
-  if (addr < it->first + std::max<size_t>(it->second, 1)) return *it;
-  return {0, 0};
+  if (addr < it->first + std::max<size_t>(it->second.size, 1)) return *it;
+  return {0, Allocation{}};
 }
 
-aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_PARAM) {
-  set_last_error(message);
-  return code;
+// Host memory from aclrtMallocHost, device memory from aclrtMalloc: both aligned host memory here.
+aclError allocate(const char* fn, void** ptr, size_t size, bool host) {
+  if (!ptr) return rt_fail(concat(fn, ": pointer out-argument is null"));
+  if (size == 0) return rt_fail(concat(fn, ": size must be > 0"));
+  if (size > (size_t(1) << 48)) return rt_fail(concat(fn, ": size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
+  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  if (!p) return rt_fail(concat(fn, ": out of memory allocating ", size, " bytes"), ACL_ERROR_BAD_ALLOC);
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  g_allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{size, host};
+  *ptr = p;
+  return ACL_SUCCESS;
 }
+
 
 // NULL strides at aclCreateTensor mean contiguous row-major over the view dims (the vendor's samples
 // pass NULL for contiguous tensors). A dimension of 0 counts as 1, as PyTorch's contiguous strides,
@@ -59,6 +75,19 @@ bool is_private_format(int32_t f) {
 }
 
 }  // namespace
+
+aclError rt_fail(const std::string& message, aclError code) {
+  set_last_error(message);
+  return code;
+}
+
+aclError check_stream(const char* fn, aclrtStream stream) {
+  if (!stream) return ACL_SUCCESS;  // the default stream
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  if (!g_streams.count(reinterpret_cast<uintptr_t>(stream)))
+    return rt_fail(concat(fn, ": stream ", stream, " is not a live stream"), ACL_ERROR_RT_PARAM_INVALID);
+  return ACL_SUCCESS;
+}
 
 void require_not_null(const char* op, const char* arg, const void* t) {
   if (!t) fail(Status::kParamNullptr, op, ": ", arg, " is null");
@@ -155,36 +184,62 @@ aclError aclrtDestroyStream(aclrtStream stream) {
   std::lock_guard<std::mutex> lock(g_stream_mutex);
   if (g_streams.erase(reinterpret_cast<uintptr_t>(stream)) != 1)
     return rt_fail("aclrtDestroyStream: not a live stream", ACL_ERROR_RT_PARAM_INVALID);
+  forget_stream_callbacks(stream);
   return ACL_SUCCESS;
 }
-// NULL is the default stream; anything else must be a live stream from aclrtCreateStream.
-static aclError check_stream(const char* fn, aclrtStream stream) {
-  if (!stream) return ACL_SUCCESS;
-  std::lock_guard<std::mutex> lock(g_stream_mutex);
-  if (!g_streams.count(reinterpret_cast<uintptr_t>(stream)))
-    return rt_fail(concat(fn, ": stream ", stream, " is not a live stream"), ACL_ERROR_RT_PARAM_INVALID);
-  return ACL_SUCCESS;
+// Launches run synchronously; only host callbacks queued for a subscribed thread can be outstanding.
+aclError aclrtSynchronizeStream(aclrtStream stream) {
+  if (aclError e = check_stream("aclrtSynchronizeStream", stream)) return e;
+  return wait_stream_callbacks("aclrtSynchronizeStream", stream, false, -1);
 }
-
-// Launches run synchronously, so there is never anything to wait for.
-aclError aclrtSynchronizeStream(aclrtStream stream) { return check_stream("aclrtSynchronizeStream", stream); }
-aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t) {
-  return check_stream("aclrtSynchronizeStreamWithTimeout", stream);
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+  if (aclError e = check_stream("aclrtSynchronizeStreamWithTimeout", stream)) return e;
+  return wait_stream_callbacks("aclrtSynchronizeStreamWithTimeout", stream, false, timeout > 0 ? timeout : -1);
 }
-aclError aclrtSynchronizeDevice(void) { return ACL_SUCCESS; }
+aclError aclrtSynchronizeDevice(void) { return wait_stream_callbacks("aclrtSynchronizeDevice", nullptr, true, -1); }
 
 aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy) {
   if (!devPtr) return rt_fail("aclrtMalloc: devPtr is null");
-  if (size == 0) return rt_fail("aclrtMalloc: size must be > 0");
-  if (size > (size_t(1) << 48)) return rt_fail(concat("aclrtMalloc: size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
-  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
-  if (!p) return rt_fail(concat("aclrtMalloc: out of memory allocating ", size, " bytes"), ACL_ERROR_BAD_ALLOC);
-  std::lock_guard<std::mutex> lock(g_mem_mutex);
-  g_allocations[reinterpret_cast<uintptr_t>(p)] = size;
-  *devPtr = p;
+  return allocate("aclrtMalloc", devPtr, size, false);
+}
+aclError aclrtMallocHost(void** hostPtr, size_t size) {
+  if (!hostPtr) return rt_fail("aclrtMallocHost: hostPtr is null");
+  return allocate("aclrtMallocHost", hostPtr, size, true);
+}
+
+aclError aclrtPointerGetAttributes(const void* ptr, aclrtPtrAttributes* attributes) {
+  if (!ptr || !attributes) return rt_fail("aclrtPointerGetAttributes: ptr and attributes must not be null");
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    a = allocation_containing(ptr).second;
+  }
+  *attributes = aclrtPtrAttributes{};
+  attributes->location.id = 0;
+  attributes->location.type = a.size == 0 ? ACL_MEM_LOCATION_TYPE_UNREGISTERED
+                              : a.host    ? ACL_MEM_LOCATION_TYPE_HOST
+                                          : ACL_MEM_LOCATION_TYPE_DEVICE;
+  attributes->pageSize = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
   return ACL_SUCCESS;
 }
-aclError aclrtMallocHost(void** hostPtr, size_t size) { return aclrtMalloc(hostPtr, size, ACL_MEM_MALLOC_NORMAL_ONLY); }
+
+// One device (the CPU): device 0 has no peer, and no other device id exists.
+aclError aclrtDeviceCanAccessPeer(int32_t* canAccessPeer, int32_t deviceId, int32_t peerDeviceId) {
+  if (!canAccessPeer) return rt_fail("aclrtDeviceCanAccessPeer: canAccessPeer is null");
+  if (deviceId != 0 || peerDeviceId != 0)
+    return rt_fail(concat("aclrtDeviceCanAccessPeer: there is one device (0, the CPU), got deviceId ", deviceId,
+                          ", peerDeviceId ", peerDeviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+  *canAccessPeer = 0;  // a device is not its own peer
+  return ACL_SUCCESS;
+}
+aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t) {
+  return rt_fail(concat("aclrtDeviceEnablePeerAccess: there is one device (0, the CPU) and so no peer device; got "
+                        "peerDeviceId ", peerDeviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+}
+aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId) {
+  return rt_fail(concat("aclrtDeviceDisablePeerAccess: there is one device (0, the CPU) and so no peer device; got "
+                        "peerDeviceId ", peerDeviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+}
 
 aclError aclrtFree(void* devPtr) {
   if (!devPtr) return rt_fail("aclrtFree: devPtr is null");
@@ -205,7 +260,8 @@ enum class Side { kHost, kDevice };
 
 static aclError check_range(const char* fn, const char* what, const void* p, size_t count, Side side) {
   std::lock_guard<std::mutex> lock(g_mem_mutex);
-  const auto [start, size] = allocation_containing(p);
+  const auto [start, allocation] = allocation_containing(p);
+  const size_t size = allocation.size;
   if (size == 0) {
     if (side == Side::kHost) return ACL_SUCCESS;
     return rt_fail(concat(fn, ": ", what, " ", p, " is not inside any live aclrtMalloc allocation"));
