@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "acl/acl.h"
+#include "core/acl_objects.h"
 #include "core/acl_runtime.h"
 #include "core/acl_tensor.h"
 #include "core/error.h"
@@ -139,6 +140,15 @@ TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
 
 TensorView optional_view_of(const char* op, const char* arg, const aclTensor* t) {
   return t ? view_of(op, arg, t) : TensorView{};
+}
+
+std::vector<TensorView> list_views_of(const char* op, const char* arg, const aclTensorList* list) {
+  require_not_null(op, arg, list);
+  const std::vector<const aclTensor*> elements = executor_tensor_list(arg, list);
+  std::vector<TensorView> views;
+  views.reserve(elements.size());
+  for (size_t i = 0; i < elements.size(); ++i) views.push_back(view_of(op, concat(arg, "[", i, "]").c_str(), elements[i]));
+  return views;
 }
 
 }  // namespace tilegrad::core
