@@ -1,5 +1,6 @@
 #include "core/executor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -255,11 +256,11 @@ aclnnStatus set_list_addr(const char* fn, Status null_status, Side side, aclOpEx
     if (!executor) fail(null_status, fn, ": executor is null");
     const Entry& live = live_entry(fn, executor);
     if (!tensors) fail(null_status, fn, ": tensors is null");
-    const std::vector<std::string>& all_in = live.params.inputs;
-    bool any_list = false;
-    for (const std::string& n : all_in) any_list |= is_list_param(n);
-    for (const std::string& n : live.params.outputs) any_list |= is_list_param(n);
-    check(any_list, fn, ": ", live.op, " has no tensor-list parameter (irIndex ", ir_index, ")");
+    const auto has_list = [](const std::vector<std::string>& names) {
+      return std::any_of(names.begin(), names.end(), is_list_param);
+    };
+    check(has_list(live.params.inputs) || has_list(live.params.outputs), fn, ": ", live.op,
+          " has no tensor-list parameter (irIndex ", ir_index, ")");
     auto [e, arg] = address_slot(fn, null_status, executor, side, ir_index);
     check(is_list_param(arg), fn, ": ", side_name(side), " ", ir_index, " (", arg, ") of ", e->op,
           " is not a tensor list (aclSet*TensorAddr refresh single tensors)");
