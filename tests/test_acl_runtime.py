@@ -252,7 +252,8 @@ def test_create_tensor_null_strides_are_contiguous(shape, strides):
 
 def test_create_tensor_null_strides_overflowing():
     assert _create([2, 1 << 40, 1 << 40], None, strides_null=True, storage=[1]) is None
-    assert last_error() == "aclCreateTensor: the contiguous strides of view dims [2,1099511627776,1099511627776] overflow int64"
+    assert last_error() == ("aclCreateTensor: the contiguous strides of view dims [2,1099511627776,1099511627776] "
+                            "overflow int64")
 
 
 def test_create_tensor_bad_arguments():

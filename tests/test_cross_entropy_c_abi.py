@@ -316,8 +316,8 @@ def test_zloss_outputs_ignored_when_zloss_is_off(reduction):
     np.testing.assert_allclose(lp, want_lp, rtol=2e-6, atol=1e-6)
     assert zl[0] == -7.25 and lse[0] == -7.25  # never written
     with AclTensors() as t:  # the dtype is still checked
-        status, message = run_op(FWD, fwd_args(t, x, target, w, loss, lp, zl.astype(np.float16), lse, reduction=reduction,
-                                               ret=False))
+        status, message = run_op(FWD, fwd_args(t, x, target, w, loss, lp, zl.astype(np.float16), lse,
+                                               reduction=reduction, ret=False))
     assert status == ACLNN_ERR_PARAM_INVALID and "zlossOut dtype float16 != input dtype float32" in message
     with AclTensors() as t:  # z-loss on: the same 1-element lseForZlossOut is refused
         status, message = run_op(FWD, fwd_args(t, x, target, w, loss, lp, zl, lse, reduction=reduction, z=1e-3,
