@@ -42,8 +42,8 @@ std::pair<uintptr_t, Allocation> allocation_containing(const void* p) {
 }
 
 // Host memory from aclrtMallocHost, device memory from aclrtMalloc: both aligned host memory here.
+// ptr is not null (the callers check it, naming their own argument).
 aclError allocate(const char* fn, void** ptr, size_t size, bool host) {
-  if (!ptr) return rt_fail(concat(fn, ": pointer out-argument is null"));
   if (size == 0) return rt_fail(concat(fn, ": size must be > 0"));
   if (size > (size_t(1) << 48)) return rt_fail(concat(fn, ": size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
   void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
@@ -53,7 +53,6 @@ aclError allocate(const char* fn, void** ptr, size_t size, bool host) {
   *ptr = p;
   return ACL_SUCCESS;
 }
-
 
 // NULL strides at aclCreateTensor mean contiguous row-major over the view dims (the vendor's samples
 // pass NULL for contiguous tensors). A dimension of 0 counts as 1, as PyTorch's contiguous strides,
