@@ -304,3 +304,26 @@ def test_vendor_line_repeatable_executor_over_tensors_without_data(home, tmp_pat
         dy = (0.5 * (i + 1) * (step + 1)).astype(np.float32).astype(np.float64)
         x = (-2.5 + i + 0.25 * step).astype(np.float32).astype(np.float64)
         np.testing.assert_allclose(got, silu_backward_f64(dy, x), rtol=2e-6, atol=1e-7)
+
+
+# ---- the README's list of exported symbols ----------------------------------------------------------
+
+def test_readme_lists_every_exported_acl_symbol_with_its_status():
+    """The drop-in section's table is what scripts/cann_symbols.py makes from nm -D of the installed
+    library: every acl* / aclnn* export is listed once, with a status, and nothing else is."""
+    if not shutil.which("nm"):
+        pytest.skip("nm (binutils) not installed")
+    sys.path.insert(0, str(HERE.parent / "scripts"))
+    try:
+        import cann_symbols
+    finally:
+        sys.path.pop(0)
+    exported = cann_symbols.exported_acl_symbols(tilegrad.get_library())
+    assert len(exported) >= 100 and "aclrtLaunchCallback" in exported and "aclSetDynamicTensorAddr" in exported
+    readme = cann_symbols.readme_table((HERE.parent / "README.md").read_text())
+    listed = re.findall(r"`(acl\w+)`", readme)
+    assert sorted(listed) == exported, "README out of date: python scripts/cann_symbols.py --write README.md"
+    for row in [line for line in readme.splitlines() if line.startswith("| ") and "`acl" in line]:
+        area, status, symbols = [cell.strip() for cell in row.strip("|").split("|")]
+        assert status.startswith(("implemented", "not supported: ACL_ERROR")), row
+    assert readme == cann_symbols.table(exported)

@@ -294,3 +294,32 @@ def test_private_formats_rejected():
         args[1] = t.new(lp, fmt=29)  # FRACTAL_NZ
         status, msg = run_op(GRAD, args)
     assert status == ACLNN_ERR_PARAM_INVALID and "logProb" in msg
+
+
+@pytest.mark.parametrize("reduction", [b"none", b"mean", b"sum"])
+def test_zloss_outputs_ignored_when_zloss_is_off(reduction):
+    """z = 0 and returnZloss false: the vendor's document makes zlossOut / lseForZlossOut None, and its
+    cann-ops sample passes 1-element tensors for them (N = 4096). Only their dtype is checked; nothing
+    is written to them."""
+    from reference.cross_entropy import cross_entropy_loss as ref_loss
+
+    x, target, w = case(n=9, c=5, seed=4)
+    n, c = x.shape
+    loss = np.zeros(n if reduction == b"none" else (), F32)
+    lp = np.zeros((n, c), F32)
+    zl, lse = np.full(1, -7.25, F32), np.full(1, -7.25, F32)
+    with AclTensors() as t:
+        status, message = run_op(FWD, fwd_args(t, x, target, w, loss, lp, zl, lse, reduction=reduction, ret=False))
+    assert status == ACLNN_SUCCESS, message
+    want_loss, want_lp, _, _ = ref_loss(x, target, w, reduction.decode(), -100, 0.0, 0.0)
+    np.testing.assert_allclose(loss, want_loss, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(lp, want_lp, rtol=2e-6, atol=1e-6)
+    assert zl[0] == -7.25 and lse[0] == -7.25  # never written
+    with AclTensors() as t:  # the dtype is still checked
+        status, message = run_op(FWD, fwd_args(t, x, target, w, loss, lp, zl.astype(np.float16), lse,
+                                               reduction=reduction, ret=False))
+    assert status == ACLNN_ERR_PARAM_INVALID and "zlossOut dtype float16 != input dtype float32" in message
+    with AclTensors() as t:  # z-loss on: the same 1-element lseForZlossOut is refused
+        status, message = run_op(FWD, fwd_args(t, x, target, w, loss, lp, zl, lse, reduction=reduction, z=1e-3,
+                                               ret=False))
+    assert status == ACLNN_ERR_PARAM_INVALID and "lseForZlossOut shape [1]" in message

@@ -14,7 +14,8 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
-from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, pack_lsb_first, zero_width_loss
+from reference.fused_linear_cross_entropy import (f64, linear_cross_entropy, pack_lsb_first, padding_bit,
+                                                  zero_width_loss)
 from reference.fused_linear_cross_entropy import loss_grad as ref_grad
 from reference.fused_linear_cross_entropy import online_max_sum as ref_forward
 from tilegrad import _core
@@ -116,6 +117,27 @@ def test_all_isas_agree_with_reference(isa, dtype):
 
 # ---------------------------------------------------------------- forward ops in detail
 
+@pytest.mark.parametrize("start, end", [(40, 45), (0, 3), (7, 7), (0, 0), (12, 20)])
+def test_online_max_sum_vocab_range_shorter_than_weight(start, end):
+    """vocabEndIndex - vocabStartIndex <= V (the vendor's examples and system tests use < V): max and
+    sum-exp over all V columns, targets masked against [start, end), padding bits of a target 0."""
+    x, w, _ = make_inputs(13, 16, 8, np.float32, seed=11)
+    t = np.array([start, end - 1, end, start + 7, 0, 3, start - 1, 44, end + 1, start, 19, 2, 6], np.int64)
+    mx, s, p, mask, masked, _ = tg.fused_linear_online_max_sum(x, w, t, start, end)
+    rmx, rs, rp, rmask, rmasked, _ = ref_forward(x, w, t, start, end)
+    np.testing.assert_allclose(mx, rmx, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s, rs, rtol=1e-6)
+    np.testing.assert_allclose(p, rp, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(mask, pack_lsb_first(rmask, padding=padding_bit(start, end)))
+    np.testing.assert_array_equal(masked, rmasked)
+
+
+def test_online_max_sum_vocab_range_longer_than_weight_is_refused():
+    x, w, t = make_inputs(4, 16, 8, np.float32, seed=12)
+    with pytest.raises(ValueError, match=r"vocabEndIndex - vocabStartIndex must be <= weight rows 8, got 9"):
+        tg.fused_linear_online_max_sum(x, w, t, 10, 19)
+
+
 @pytest.mark.parametrize("tdtype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_online_max_sum_outputs(dtype, tdtype, isa):
@@ -128,7 +150,7 @@ def test_online_max_sum_outputs(dtype, tdtype, isa):
     np.testing.assert_allclose(mx, rmx, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(s, rs, rtol=1e-5)
     np.testing.assert_allclose(p, rp, rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(mask, pack_lsb_first(rmask))  # LSB first, padding bits 0
+    np.testing.assert_array_equal(mask, pack_lsb_first(rmask, padding=True))  # LSB first; start > 0: padding 1
     np.testing.assert_array_equal(masked, rmasked)
     assert logits.dtype == dtype
     ulp = {np.dtype(np.float32): 2e-6, np.dtype(np.float16): 1e-3, BF16: 8e-3}[dtype]  # one rounding (+fp32 sum)

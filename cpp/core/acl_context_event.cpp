@@ -12,16 +12,12 @@
 #include "acl/acl.h"
 #include "aclnn/aclnn_base.h"
 #include "aclnn/opdev/float_rounding.h"
+#include "core/acl_runtime.h"
 #include "core/error.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::core {
 namespace {
-
-aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_PARAM) {
-  set_last_error(message);
-  return code;
-}
 
 // Handles are ids from one counter, never reused; 0x7000 is device 0's default context.
 std::mutex g_mutex;

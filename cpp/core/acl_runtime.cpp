@@ -1,13 +1,18 @@
 // The CPU "device" behind acl/acl.h: device 0 is the host, streams are synchronous (a launch has
 // finished when it returns), device memory is 64-byte aligned host memory whose allocations are
 // tracked so aclrtMemcpy can refuse ranges that run past them.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include <unistd.h>
+
 #include "acl/acl.h"
+#include "core/acl_objects.h"
+#include "core/acl_runtime.h"
 #include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -17,24 +22,46 @@ namespace tilegrad::core {
 namespace {
 
 std::mutex g_mem_mutex;
-std::map<uintptr_t, size_t> g_allocations;  // start -> size
+struct Allocation {
+  size_t size = 0;
+  bool host = false;  // aclrtMallocHost (else aclrtMalloc): what aclrtPointerGetAttributes reports
+};
+std::map<uintptr_t, Allocation> g_allocations;  // start -> allocation
 std::mutex g_stream_mutex;
 std::set<uintptr_t> g_streams;
 uintptr_t g_next_stream = 0x5000;
 
-// The tracked allocation containing p, if any: {start, size}; {0, 0} otherwise.
-std::pair<uintptr_t, size_t> allocation_containing(const void* p) {
+// The tracked allocation containing p, if any: {start, allocation}; {0, size 0} otherwise.
+std::pair<uintptr_t, Allocation> allocation_containing(const void* p) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   auto it = g_allocations.upper_bound(addr);
-  if (it == g_allocations.begin()) return {0, 0};
+  if (it == g_allocations.begin()) return {0, Allocation{}};
   --it;
-  if (addr < it->first + std::max<size_t>(it->second, 1)) return *it;
-  return {0, 0};
+  if (addr < it->first + std::max<size_t>(it->second.size, 1)) return *it;
+  return {0, Allocation{}};
 }
 
-aclError rt_fail(const std::string& message, aclError code = ACL_ERROR_INVALID_PARAM) {
-  set_last_error(message);
-  return code;
+// Host memory from aclrtMallocHost, device memory from aclrtMalloc: both aligned host memory here.
+// ptr is not null (the callers check it, naming their own argument).
+aclError allocate(const char* fn, void** ptr, size_t size, bool host) {
+  if (size == 0) return rt_fail(concat(fn, ": size must be > 0"));
+  if (size > (size_t(1) << 48)) return rt_fail(concat(fn, ": size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
+  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  if (!p) return rt_fail(concat(fn, ": out of memory allocating ", size, " bytes"), ACL_ERROR_BAD_ALLOC);
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  g_allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{size, host};
+  *ptr = p;
+  return ACL_SUCCESS;
+}
+
+// NULL strides at aclCreateTensor mean contiguous row-major over the view dims (the vendor's samples
+// pass NULL for contiguous tensors). A dimension of 0 counts as 1, as PyTorch's contiguous strides,
+// so no stride is 0. False if a stride overflows int64.
+bool contiguous_strides(const std::vector<int64_t>& dims, std::vector<int64_t>* strides) {
+  strides->assign(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    if (__builtin_mul_overflow((*strides)[i], std::max<int64_t>(dims[i], 1), &(*strides)[i - 1])) return false;
+  return true;
 }
 
 bool is_private_format(int32_t f) {
@@ -48,6 +75,19 @@ bool is_private_format(int32_t f) {
 }
 
 }  // namespace
+
+aclError rt_fail(const std::string& message, aclError code) {
+  set_last_error(message);
+  return code;
+}
+
+aclError check_stream(const char* fn, aclrtStream stream) {
+  if (!stream) return ACL_SUCCESS;  // the default stream
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  if (!g_streams.count(reinterpret_cast<uintptr_t>(stream)))
+    return rt_fail(concat(fn, ": stream ", stream, " is not a live stream"), ACL_ERROR_RT_PARAM_INVALID);
+  return ACL_SUCCESS;
+}
 
 void require_not_null(const char* op, const char* arg, const void* t) {
   if (!t) fail(Status::kParamNullptr, op, ": ", arg, " is null");
@@ -101,6 +141,15 @@ TensorView optional_view_of(const char* op, const char* arg, const aclTensor* t)
   return t ? view_of(op, arg, t) : TensorView{};
 }
 
+std::vector<TensorView> list_views_of(const char* op, const char* arg, const aclTensorList* list) {
+  require_not_null(op, arg, list);
+  const std::vector<const aclTensor*> elements = executor_tensor_list(arg, list);
+  std::vector<TensorView> views;
+  views.reserve(elements.size());
+  for (size_t i = 0; i < elements.size(); ++i) views.push_back(view_of(op, concat(arg, "[", i, "]").c_str(), elements[i]));
+  return views;
+}
+
 }  // namespace tilegrad::core
 
 using namespace tilegrad::core;
@@ -144,36 +193,62 @@ aclError aclrtDestroyStream(aclrtStream stream) {
   std::lock_guard<std::mutex> lock(g_stream_mutex);
   if (g_streams.erase(reinterpret_cast<uintptr_t>(stream)) != 1)
     return rt_fail("aclrtDestroyStream: not a live stream", ACL_ERROR_RT_PARAM_INVALID);
+  forget_stream_callbacks(stream);
   return ACL_SUCCESS;
 }
-// NULL is the default stream; anything else must be a live stream from aclrtCreateStream.
-static aclError check_stream(const char* fn, aclrtStream stream) {
-  if (!stream) return ACL_SUCCESS;
-  std::lock_guard<std::mutex> lock(g_stream_mutex);
-  if (!g_streams.count(reinterpret_cast<uintptr_t>(stream)))
-    return rt_fail(concat(fn, ": stream ", stream, " is not a live stream"), ACL_ERROR_RT_PARAM_INVALID);
-  return ACL_SUCCESS;
+// Launches run synchronously; only host callbacks queued for a subscribed thread can be outstanding.
+aclError aclrtSynchronizeStream(aclrtStream stream) {
+  if (aclError e = check_stream("aclrtSynchronizeStream", stream)) return e;
+  return wait_stream_callbacks("aclrtSynchronizeStream", stream, false, -1);
 }
-
-// Launches run synchronously, so there is never anything to wait for.
-aclError aclrtSynchronizeStream(aclrtStream stream) { return check_stream("aclrtSynchronizeStream", stream); }
-aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t) {
-  return check_stream("aclrtSynchronizeStreamWithTimeout", stream);
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+  if (aclError e = check_stream("aclrtSynchronizeStreamWithTimeout", stream)) return e;
+  return wait_stream_callbacks("aclrtSynchronizeStreamWithTimeout", stream, false, timeout > 0 ? timeout : -1);
 }
-aclError aclrtSynchronizeDevice(void) { return ACL_SUCCESS; }
+aclError aclrtSynchronizeDevice(void) { return wait_stream_callbacks("aclrtSynchronizeDevice", nullptr, true, -1); }
 
 aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy) {
   if (!devPtr) return rt_fail("aclrtMalloc: devPtr is null");
-  if (size == 0) return rt_fail("aclrtMalloc: size must be > 0");
-  if (size > (size_t(1) << 48)) return rt_fail(concat("aclrtMalloc: size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
-  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
-  if (!p) return rt_fail(concat("aclrtMalloc: out of memory allocating ", size, " bytes"), ACL_ERROR_BAD_ALLOC);
-  std::lock_guard<std::mutex> lock(g_mem_mutex);
-  g_allocations[reinterpret_cast<uintptr_t>(p)] = size;
-  *devPtr = p;
+  return allocate("aclrtMalloc", devPtr, size, false);
+}
+aclError aclrtMallocHost(void** hostPtr, size_t size) {
+  if (!hostPtr) return rt_fail("aclrtMallocHost: hostPtr is null");
+  return allocate("aclrtMallocHost", hostPtr, size, true);
+}
+
+aclError aclrtPointerGetAttributes(const void* ptr, aclrtPtrAttributes* attributes) {
+  if (!ptr || !attributes) return rt_fail("aclrtPointerGetAttributes: ptr and attributes must not be null");
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    a = allocation_containing(ptr).second;
+  }
+  *attributes = aclrtPtrAttributes{};
+  attributes->location.id = 0;
+  attributes->location.type = a.size == 0 ? ACL_MEM_LOCATION_TYPE_UNREGISTERED
+                              : a.host    ? ACL_MEM_LOCATION_TYPE_HOST
+                                          : ACL_MEM_LOCATION_TYPE_DEVICE;
+  attributes->pageSize = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
   return ACL_SUCCESS;
 }
-aclError aclrtMallocHost(void** hostPtr, size_t size) { return aclrtMalloc(hostPtr, size, ACL_MEM_MALLOC_NORMAL_ONLY); }
+
+// One device (the CPU): device 0 has no peer, and no other device id exists.
+aclError aclrtDeviceCanAccessPeer(int32_t* canAccessPeer, int32_t deviceId, int32_t peerDeviceId) {
+  if (!canAccessPeer) return rt_fail("aclrtDeviceCanAccessPeer: canAccessPeer is null");
+  if (deviceId != 0 || peerDeviceId != 0)
+    return rt_fail(concat("aclrtDeviceCanAccessPeer: there is one device (0, the CPU), got deviceId ", deviceId,
+                          ", peerDeviceId ", peerDeviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+  *canAccessPeer = 0;  // a device is not its own peer
+  return ACL_SUCCESS;
+}
+aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t) {
+  return rt_fail(concat("aclrtDeviceEnablePeerAccess: there is one device (0, the CPU) and so no peer device; got "
+                        "peerDeviceId ", peerDeviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+}
+aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId) {
+  return rt_fail(concat("aclrtDeviceDisablePeerAccess: there is one device (0, the CPU) and so no peer device; got "
+                        "peerDeviceId ", peerDeviceId), ACL_ERROR_RT_INVALID_DEVICEID);
+}
 
 aclError aclrtFree(void* devPtr) {
   if (!devPtr) return rt_fail("aclrtFree: devPtr is null");
@@ -194,7 +269,8 @@ enum class Side { kHost, kDevice };
 
 static aclError check_range(const char* fn, const char* what, const void* p, size_t count, Side side) {
   std::lock_guard<std::mutex> lock(g_mem_mutex);
-  const auto [start, size] = allocation_containing(p);
+  const auto [start, allocation] = allocation_containing(p);
+  const size_t size = allocation.size;
   if (size == 0) {
     if (side == Side::kHost) return ACL_SUCCESS;
     return rt_fail(concat(fn, ": ", what, " ", p, " is not inside any live aclrtMalloc allocation"));
@@ -257,7 +333,6 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   if (viewDimsNum > 64) return bad(concat("viewDimsNum ", viewDimsNum, " is not a plausible rank"));
   if (storageDimsNum > 64) return bad(concat("storageDimsNum ", storageDimsNum, " is not a plausible rank"));
   if (viewDimsNum && !viewDims) return bad("viewDims is null but viewDimsNum is " + std::to_string(viewDimsNum));
-  if (viewDimsNum && !stride) return bad("stride is null but viewDimsNum is " + std::to_string(viewDimsNum));
   if (storageDimsNum && !storageDims) return bad("storageDims is null but storageDimsNum is " + std::to_string(storageDimsNum));
   if (offset < 0) return bad(concat("offset must be >= 0, got ", offset));
   if (tilegrad::dtype_size(static_cast<tilegrad::DType>(dataType)) == 0)
@@ -265,12 +340,17 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
   auto* t = new (std::nothrow) aclTensor;
   if (!t) return bad("out of memory");
   t->view_dims.assign(viewDims, viewDims + viewDimsNum);
-  t->strides.assign(stride, stride + viewDimsNum);
+  if (stride) t->strides.assign(stride, stride + viewDimsNum);
   t->storage_dims.assign(storageDims, storageDims + storageDimsNum);
   for (int64_t d : t->view_dims)
     if (d < 0) { delete t; return bad(concat("negative view dimension in ", tilegrad::shape_str(std::vector<int64_t>(viewDims, viewDims + viewDimsNum)))); }
   for (int64_t d : t->storage_dims)
     if (d < 0) { delete t; return bad("negative storage dimension"); }
+  if (!stride && !contiguous_strides(t->view_dims, &t->strides)) {
+    const std::string dims = tilegrad::shape_str(t->view_dims);
+    delete t;
+    return bad(concat("the contiguous strides of view dims ", dims, " overflow int64"));
+  }
   t->offset = offset;
   t->format = static_cast<int32_t>(format);
   t->dtype = static_cast<int32_t>(dataType);

@@ -30,5 +30,9 @@ void require_not_null(const char* op, const char* arg, const void* t);
 TensorView view_of(const char* op, const char* arg, const aclTensor* t);
 // Same for an optional tensor: an empty TensorView (data == nullptr, dtype undefined) when null.
 TensorView optional_view_of(const char* op, const char* arg, const aclTensor* t);
+// The views of a tensor-list parameter `arg` (161001 for a NULL list or element): element i is checked
+// and recorded as "<arg>[i]", so a repeatable executor can refresh its address (aclSetDynamic*TensorAddr;
+// name the parameter "<arg>[]" in the executor's TensorParams).
+std::vector<TensorView> list_views_of(const char* op, const char* arg, const aclTensorList* list);
 
 }  // namespace tilegrad::core

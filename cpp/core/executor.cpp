@@ -1,11 +1,13 @@
 #include "core/executor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "core/acl_objects.h"
 #include "core/error.h"
 
 namespace tilegrad::core {
@@ -188,35 +190,103 @@ int32_t launch_executor(const char* op, void* workspace, uint64_t workspace_size
   });
 }
 
-// index-th tensor parameter (`kind` "input"/"output" among `names`) of a repeatable, rebindable
-// executor gets data pointer addr, in the executor's copy and in the caller's tensor.
-static aclnnStatus set_tensor_addr(const char* fn, const char* kind, bool output, aclOpExecutor* executor,
-                                   size_t index, aclTensor* tensor, void* addr) {
+namespace {
+
+// Which tensor parameters an address call counts: the Input / Output forms one side, aclSetTensorAddr
+// and aclSetDynamicTensorAddr all of them, inputs first (the order of the GetWorkspaceSize signature).
+enum class Side { kInput, kOutput, kAll };
+
+const char* side_name(Side side) { return side == Side::kInput ? "input" : side == Side::kOutput ? "output" : "tensor"; }
+
+// A list parameter's name in TensorParams ends in "[]"; its element i is recorded as "<name>[i]".
+bool is_list_param(const std::string& name) { return name.size() > 2 && name.compare(name.size() - 2, 2, "[]") == 0; }
+
+// The repeatable, rebindable entry behind executor (caller holds g_mutex) and the name of its
+// parameter `index` counted on `side`. null_status: what a NULL executor returns for this call.
+std::pair<Entry*, std::string> address_slot(const char* fn, Status null_status, aclOpExecutor* executor, Side side,
+                                             size_t index) {
+  if (!executor) fail(null_status, fn, ": executor is null");
+  Entry& e = live_entry(fn, executor);
+  check(e.repeatable, fn, ": executor of ", e.op, " is not repeatable (call aclSetAclOpExecutorRepeatable "
+        "right after ", e.op, "GetWorkspaceSize)");
+  check(static_cast<bool>(e.make), fn, ": ", e.op, " executors run with the addresses given at GetWorkspaceSize ",
+        "only (this operator does not support new tensor addresses)");
+  std::vector<std::string> names = side == Side::kOutput ? e.params.outputs : e.params.inputs;
+  if (side == Side::kAll) names.insert(names.end(), e.params.outputs.begin(), e.params.outputs.end());
+  check(index < names.size(), fn, ": index ", index, " is out of range: ", e.op, " has ", names.size(),
+        side == Side::kAll ? "" : " ", side == Side::kAll ? "" : side_name(side), " tensors");
+  return {&e, names[index]};
+}
+
+// The record of `arg` must belong to `tensor`: its copy (and the caller's tensor) get data pointer addr.
+void set_recorded_addr(const char* fn, Entry& e, const std::string& arg, const std::string& what,
+                       const aclTensor* tensor, void* addr) {
+  bool found = false;
+  for (TensorRecord& r : e.tensors) {
+    if (r.arg != arg) continue;
+    check(r.user == tensor, fn, ": tensor ", static_cast<const void*>(tensor), " is not the ", arg, " (", what,
+          ") passed to ", e.op, "GetWorkspaceSize");
+    r.copy.data = addr;
+    found = true;
+  }
+  check(found, fn, ": ", what, " (", arg, ") of ", e.op,
+        " was null at GetWorkspaceSize (or unused), so it has no address to refresh");
+  const_cast<aclTensor*>(tensor)->data = addr;  // the caller's tensor records it too (as the vendor's)
+  e.stale = true;
+}
+
+// index-th tensor parameter (counted on `side`) of a repeatable, rebindable executor gets data pointer addr.
+aclnnStatus set_tensor_addr(const char* fn, Status null_status, Side side, aclOpExecutor* executor, size_t index,
+                            aclTensor* tensor, void* addr) {
   return guard(fn, [&] {
     std::lock_guard<std::mutex> lock(g_mutex);
-    Entry& e = live_entry(fn, executor);
-    require_not_null(fn, "tensor", tensor);
-    check(e.repeatable, fn, ": executor of ", e.op, " is not repeatable (call aclSetAclOpExecutorRepeatable "
-          "right after ", e.op, "GetWorkspaceSize)");
-    check(static_cast<bool>(e.make), fn, ": ", e.op, " executors run with the addresses given at GetWorkspaceSize ",
-          "only (this operator does not support new tensor addresses)");
-    const std::vector<std::string>& names = output ? e.params.outputs : e.params.inputs;
-    check(index < names.size(), fn, ": index ", index, " is out of range: ", e.op, " has ", names.size(), " ", kind,
-          " tensors");
-    const std::string& arg = names[index];
-    bool found = false;
-    for (TensorRecord& r : e.tensors) {
-      if (r.arg != arg) continue;
-      check(r.user == tensor, fn, ": tensor ", static_cast<const void*>(tensor), " is not the ", arg, " (", kind, " ",
-            index, ") passed to ", e.op, "GetWorkspaceSize");
-      r.copy.data = addr;
-      found = true;
-    }
-    check(found, fn, ": ", kind, " ", index, " (", arg, ") of ", e.op,
-          " was null at GetWorkspaceSize (or unused), so it has no address to refresh");
-    tensor->data = addr;
-    e.stale = true;
+    auto [e, arg] = address_slot(fn, null_status, executor, side, index);
+    if (!tensor) fail(null_status, fn, ": tensor is null");
+    check(!is_list_param(arg), fn, ": ", side_name(side), " ", index, " (", arg, ") of ", e->op,
+          " is a tensor list: its elements take new addresses through aclSetDynamic*TensorAddr");
+    set_recorded_addr(fn, *e, arg, concat(side_name(side), " ", index), tensor, addr);
   });
+}
+
+// Element relative_index of the tensor-list parameter ir_index (counted on `side`) gets data pointer addr.
+aclnnStatus set_list_addr(const char* fn, Status null_status, Side side, aclOpExecutor* executor, size_t ir_index,
+                          size_t relative_index, aclTensorList* tensors, void* addr) {
+  return guard(fn, [&] {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!executor) fail(null_status, fn, ": executor is null");
+    const Entry& live = live_entry(fn, executor);
+    if (!tensors) fail(null_status, fn, ": tensors is null");
+    const auto has_list = [](const std::vector<std::string>& names) {
+      return std::any_of(names.begin(), names.end(), is_list_param);
+    };
+    check(has_list(live.params.inputs) || has_list(live.params.outputs), fn, ": ", live.op,
+          " has no tensor-list parameter (irIndex ", ir_index, ")");
+    auto [e, arg] = address_slot(fn, null_status, executor, side, ir_index);
+    check(is_list_param(arg), fn, ": ", side_name(side), " ", ir_index, " (", arg, ") of ", e->op,
+          " is not a tensor list (aclSet*TensorAddr refresh single tensors)");
+    check(relative_index < tensors->tensors.size(), fn, ": relativeIndex ", relative_index,
+          " is out of range: the list has ", tensors->tensors.size(), " tensors");
+    const std::string name = arg.substr(0, arg.size() - 2);
+    set_recorded_addr(fn, *e, concat(name, "[", relative_index, "]"),
+                      concat(side_name(side), " ", ir_index, " element ", relative_index),
+                      tensors->tensors[relative_index], addr);
+  });
+}
+
+}  // namespace
+
+std::vector<const aclTensor*> executor_tensor_list(const char* arg, const aclTensorList* list) {
+  if (!t_replaying) return list->tensors;
+  // Rebuilding: the elements recorded as "<arg>[i]" (the caller's list itself is never read again).
+  std::vector<const aclTensor*> elements;
+  for (;;) {
+    const std::string name = concat(arg, "[", elements.size(), "]");
+    const TensorRecord* found = nullptr;
+    for (const TensorRecord& r : *t_replaying)
+      if (r.arg == name) found = &r;
+    if (!found) return elements;
+    elements.push_back(found->user);
+  }
 }
 
 }  // namespace tilegrad::core
@@ -242,33 +312,39 @@ ACLNN_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor* executor) {
 
 ACLNN_API aclnnStatus aclSetInputTensorAddr(aclOpExecutor* executor, const size_t index, aclTensor* tensor,
                                             void* addr) {
-  return set_tensor_addr("aclSetInputTensorAddr", "input", false, executor, index, tensor, addr);
+  return set_tensor_addr("aclSetInputTensorAddr", tilegrad::Status::kParamNullptr, Side::kInput, executor, index, tensor,
+                         addr);
 }
 
 ACLNN_API aclnnStatus aclSetOutputTensorAddr(aclOpExecutor* executor, const size_t index, aclTensor* tensor,
                                              void* addr) {
-  return set_tensor_addr("aclSetOutputTensorAddr", "output", true, executor, index, tensor, addr);
+  return set_tensor_addr("aclSetOutputTensorAddr", tilegrad::Status::kParamNullptr, Side::kOutput, executor, index, tensor,
+                         addr);
 }
 
-// No tilegrad operator takes a tensor list, so there is never a dynamic input to refresh.
-static aclnnStatus no_dynamic_tensors(const char* fn, aclOpExecutor* executor, size_t ir_index,
-                                      aclTensorList* tensors) {
-  return guard(fn, [&] {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    Entry& e = live_entry(fn, executor);
-    require_not_null(fn, "tensors", tensors);
-    fail(tilegrad::Status::kParamInvalid, fn, ": ", e.op, " has no tensor-list parameter (irIndex ", ir_index, ")");
-  });
+// The vendor documents 561103 (ACLNN_ERR_INNER_NULLPTR) for a NULL executor or tensor(s) here.
+static const tilegrad::Status kInnerNullptr = static_cast<tilegrad::Status>(ACLNN_ERR_INNER_NULLPTR);
+
+ACLNN_API aclnnStatus aclSetTensorAddr(aclOpExecutor* executor, const size_t index, aclTensor* tensor, void* addr) {
+  return set_tensor_addr("aclSetTensorAddr", kInnerNullptr, Side::kAll, executor, index, tensor, addr);
 }
 
-ACLNN_API aclnnStatus aclSetDynamicInputTensorAddr(aclOpExecutor* executor, size_t irIndex, const size_t,
-                                                   aclTensorList* tensors, void*) {
-  return no_dynamic_tensors("aclSetDynamicInputTensorAddr", executor, irIndex, tensors);
+ACLNN_API aclnnStatus aclSetDynamicInputTensorAddr(aclOpExecutor* executor, size_t irIndex, const size_t relativeIndex,
+                                                   aclTensorList* tensors, void* addr) {
+  return set_list_addr("aclSetDynamicInputTensorAddr", tilegrad::Status::kParamNullptr, Side::kInput, executor, irIndex,
+                       relativeIndex, tensors, addr);
 }
 
-ACLNN_API aclnnStatus aclSetDynamicOutputTensorAddr(aclOpExecutor* executor, size_t irIndex, const size_t,
-                                                    aclTensorList* tensors, void*) {
-  return no_dynamic_tensors("aclSetDynamicOutputTensorAddr", executor, irIndex, tensors);
+ACLNN_API aclnnStatus aclSetDynamicOutputTensorAddr(aclOpExecutor* executor, size_t irIndex,
+                                                    const size_t relativeIndex, aclTensorList* tensors, void* addr) {
+  return set_list_addr("aclSetDynamicOutputTensorAddr", tilegrad::Status::kParamNullptr, Side::kOutput, executor,
+                       irIndex, relativeIndex, tensors, addr);
+}
+
+ACLNN_API aclnnStatus aclSetDynamicTensorAddr(aclOpExecutor* executor, size_t irIndex, const size_t relativeIndex,
+                                              aclTensorList* tensors, void* addr) {
+  return set_list_addr("aclSetDynamicTensorAddr", kInnerNullptr, Side::kAll, executor, irIndex, relativeIndex,
+                       tensors, addr);
 }
 
 }  // extern "C"

@@ -37,7 +37,9 @@ void run_now(Launch& launch);
 
 // The operator's tensor parameters in the order of its GetWorkspaceSize signature, named as its
 // make() passes them to view_of (optional ones included): what aclSetInputTensorAddr's and
-// aclSetOutputTensorAddr's index counts.
+// aclSetOutputTensorAddr's index counts (aclSetTensorAddr's: inputs, then outputs). A tensor-list
+// parameter is named "<name>[]" and read with list_views_of(op, "<name>", list), which records element i
+// as "<name>[i]": aclSetDynamic*TensorAddr(irIndex, relativeIndex) then refresh element addresses.
 struct TensorParams {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
@@ -65,6 +67,10 @@ int32_t launch_executor(const char* op, void* workspace, uint64_t workspace_size
 // view_of's hook: while an executor records its make(), notes t (a copy of it) under `arg` and
 // returns t; while it rebuilds, returns its copy of the tensor recorded under `arg`; otherwise t.
 const aclTensor* executor_tensor(const char* arg, const aclTensor* t);
+
+// list_views_of's hook: the elements of `list` (a tensor-list parameter named arg); while an executor
+// rebuilds, the caller's element pointers recorded as "<arg>[i]" (the list itself is not read again).
+std::vector<const aclTensor*> executor_tensor_list(const char* arg, const aclTensorList* list);
 
 // view_of's stand-in for a NULL data pointer while a rebindable executor records its make() (the
 // vendor's repeatable-executor samples create tensors without data and set the addresses later): a

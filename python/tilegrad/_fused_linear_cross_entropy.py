@@ -18,18 +18,21 @@ def fused_linear_online_max_sum(input: np.ndarray, weight: np.ndarray, target: n
                                            Optional[np.ndarray]]:
     """Per-rank statistics of a vocabulary-parallel cross entropy (CANN ``aclnnFusedLinearOnlineMaxSum``).
 
-    This rank holds vocabulary rows ``[vocab_start_index, vocab_end_index)`` of the output projection.
+    This rank holds vocabulary ids ``[vocab_start_index, vocab_end_index)`` as the first rows of the
+    output projection ``weight`` (``V >= vocab_end_index - vocab_start_index`` rows, as the vendor allows).
     With ``L = input @ weight.T`` (fp32 accumulation), for each row ``i``:
 
-    - ``logits_max[i] = max_j L[i, j]``, ``sum_exp_logits[i] = sum_j exp(L[i, j] - logits_max[i])``;
-    - ``target_mask`` bit ``i`` (uint8, bit-packed LSB first, ``ceil(BT/8)`` bytes, padding bits 0)
-      is 1 when ``target[i]`` is outside the shard;
+    - ``logits_max[i] = max_j L[i, j]``, ``sum_exp_logits[i] = sum_j exp(L[i, j] - logits_max[i])``
+      (over all ``V`` columns);
+    - ``target_mask`` bit ``i`` (uint8, bit-packed LSB first, ``ceil(BT/8)`` bytes) is 1 when
+      ``target[i]`` is outside ``[vocab_start_index, vocab_end_index)``; the padding bits of the last
+      byte are those of a target 0 (1 unless 0 is in the shard), as the vendor's;
     - ``masked_target[i] = target[i] - vocab_start_index`` inside the shard, else 0;
     - ``predicted_logits[i] = L[i, masked_target[i]] - logits_max[i]`` inside the shard, else 0.
 
     Args:
         input: ``(BT, H)`` float16, bfloat16 or float32.
-        weight: ``(V, H)``, same dtype, ``V = vocab_end_index - vocab_start_index``.
+        weight: ``(V, H)``, same dtype, ``V >= vocab_end_index - vocab_start_index`` (more: ValueError).
         target: ``(BT,)`` int32 or int64 global vocabulary ids.
         return_logits: also return ``L`` rounded to the input dtype (``(BT, V)``).
 

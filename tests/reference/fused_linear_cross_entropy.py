@@ -27,14 +27,20 @@ def f64(a):
     return np.asarray(a).astype(np.float64)
 
 
-def pack_lsb_first(bits):
-    """A bool per row packed 8 to a byte, row i in bit i % 8 of byte i // 8, padding bits 0."""
+def pack_lsb_first(bits, padding=False):
+    """A bool per row packed 8 to a byte, row i in bit i % 8 of byte i // 8; the padding bits of the
+    last byte are ``padding`` (OnlineMaxSum: those of a target 0, i.e. 1 unless 0 lies in the shard)."""
     bits = np.asarray(bits, dtype=bool)
     out = np.zeros((len(bits) + 7) // 8, np.uint8)
-    for i, b in enumerate(bits):
+    for i, b in enumerate(list(bits) + [padding] * (len(out) * 8 - len(bits))):
         if b:
             out[i // 8] |= 1 << (i % 8)
     return out
+
+
+def padding_bit(start, end):
+    """aclnnFusedLinearOnlineMaxSum's padding bits: a target 0 masked against [start, end) (the vendor's golden)."""
+    return bool(0 < start or 0 >= end)
 
 
 def round_to(a, dtype):

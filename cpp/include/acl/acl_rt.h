@@ -47,6 +47,26 @@ typedef enum {
   ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
 } aclrtEventRecordedStatus;
 
+typedef enum { ACL_CALLBACK_NO_BLOCK = 0, ACL_CALLBACK_BLOCK = 1 } aclrtCallbackBlockType;
+typedef void (*aclrtCallback)(void* userData);
+
+typedef enum {
+  ACL_MEM_LOCATION_TYPE_HOST = 0,         /* aclrtMallocHost memory */
+  ACL_MEM_LOCATION_TYPE_DEVICE = 1,       /* aclrtMalloc memory */
+  ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2  /* memory no acl call allocated */
+} aclrtMemLocationType;
+
+typedef struct aclrtMemLocation {
+  uint32_t id; /* the device id (0) for device memory; not meaningful for host memory */
+  aclrtMemLocationType type;
+} aclrtMemLocation;
+
+typedef struct aclrtPtrAttributes {
+  aclrtMemLocation location;
+  uint32_t pageSize; /* bytes */
+  uint32_t rsv[4];   /* 0 */
+} aclrtPtrAttributes;
+
 ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);
 ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
 ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t* deviceId);
@@ -98,6 +118,36 @@ ACL_FUNC_VISIBILITY aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int
                                               aclrtStream stream);
 /* Free and total bytes of the machine's memory (attr is accepted for every aclrtMemAttr value). */
 ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total);
+/* Where ptr lies: DEVICE (id 0) inside a live aclrtMalloc allocation, HOST inside an aclrtMallocHost one,
+ * UNREGISTERED otherwise; pageSize is the host's page size. NULL ptr or attributes: ACL_ERROR_INVALID_PARAM. */
+ACL_FUNC_VISIBILITY aclError aclrtPointerGetAttributes(const void* ptr, aclrtPtrAttributes* attributes);
+
+/* Peer access: there is one device, so it has no peer. aclrtDeviceCanAccessPeer(&can, 0, 0) answers 0 (a
+ * device is not its own peer); any other device id is ACL_ERROR_RT_INVALID_DEVICEID. Enabling or
+ * disabling access to a peer: ACL_ERROR_RT_INVALID_DEVICEID (there is no peer device to name). */
+ACL_FUNC_VISIBILITY aclError aclrtDeviceCanAccessPeer(int32_t* canAccessPeer, int32_t deviceId, int32_t peerDeviceId);
+ACL_FUNC_VISIBILITY aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
+ACL_FUNC_VISIBILITY aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId);
+
+/* The wait timeout of operators, in seconds (0: never time out). Accepted and kept: streams here are
+ * synchronous, so no operator ever waits. */
+ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
+
+/* Host callbacks on a stream, as the vendor's: aclrtSubscribeReport binds a thread (its pthread id) to
+ * a stream (one thread per stream; ACL_ERROR_RT_STREAM_SUBSCRIBE for a second one), aclrtLaunchCallback
+ * queues fn(userData) for that thread (ACL_ERROR_RT_STREAM_NO_CB_REG when the stream has none), and the
+ * thread runs its queued callbacks in aclrtProcessReport(timeout ms, -1 = forever), which returns
+ * ACL_ERROR_RT_REPORT_TIMEOUT when none came in time and ACL_ERROR_RT_THREAD_SUBSCRIBE for a thread
+ * subscribed to no stream. Streams are synchronous, so a callback is queued after everything launched
+ * before it has finished; ACL_CALLBACK_BLOCK makes the launching call wait until the callback has run
+ * (the stream's later work comes after it), and aclrtSynchronizeStream waits for the stream's queued
+ * callbacks (a call from the subscribed thread itself runs them in place). */
+ACL_FUNC_VISIBILITY aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtLaunchCallback(aclrtCallback fn, void* userData, aclrtCallbackBlockType blockType,
+                                                 aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtProcessReport(int32_t timeout);
+
 /* Every operator is deterministic; the option reads 1 and accepts any value. */
 ACL_FUNC_VISIBILITY aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t* value);
 ACL_FUNC_VISIBILITY aclError aclrtSetSysParamOpt(aclSysParamOpt opt, int64_t value);

@@ -42,8 +42,9 @@ ACLNN_API aclnnStatus aclnnInit(const char* configPath);
 ACLNN_API aclnnStatus aclnnFinalize(void);
 
 /* A view (viewDims, stride in elements, offset in elements) over storage (storageDims) at tensorData.
- * Returns NULL (with aclGetRecentErrMsg set) when a dims pointer is NULL with a non-zero count, a
- * dimension is negative, or the dtype is unknown. The view is checked against the storage when an
+ * stride NULL means contiguous row-major strides over viewDims (as the vendor's samples use it; a
+ * dimension of 0 counts as 1); aclGetViewStrides returns them. Returns NULL (with aclGetRecentErrMsg
+ * set) when a dims pointer is NULL with a non-zero count, a dimension is negative, or the dtype is unknown. The view is checked against the storage when an
  * operator uses it. tensorData may be NULL at aclnnXxxGetWorkspaceSize (as in the vendor's samples);
  * the launch refuses it (161001) until aclSetInputTensorAddr / aclSetOutputTensorAddr gave an address. */
 ACLNN_API aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
@@ -89,13 +90,20 @@ ACLNN_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor* executor);
 ACLNN_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor);
 /* New data pointers for a repeatable executor's next launches: index counts the operator's input
  * (resp. output) tensors in the order of its GetWorkspaceSize parameters, optional ones included;
- * tensor must be the one passed there at that position (its data pointer is updated too). 161002 for
- * an index out of range, a slot that was NULL at GetWorkspaceSize, or a different tensor. tilegrad's
- * operators have no tensor-list inputs, so aclSetDynamicInputTensorAddr always returns 161002. */
+ * aclSetTensorAddr counts all of them, inputs first. tensor must be the one passed there at that
+ * position (its data pointer is updated too). 161002 for an index out of range, a slot that was NULL at
+ * GetWorkspaceSize, a tensor-list slot, or a different tensor. The Dynamic forms refresh element
+ * relativeIndex of the tensor-list parameter irIndex (counted the same way); 161002 when irIndex is not a
+ * tensor list (for an operator without one: "has no tensor-list parameter") or relativeIndex is past the
+ * list. A NULL executor or tensor: 161001, except aclSetTensorAddr / aclSetDynamicTensorAddr: 561103
+ * (as the vendor documents them). */
 ACLNN_API aclnnStatus aclSetInputTensorAddr(aclOpExecutor* executor, const size_t index, aclTensor* tensor,
                                             void* addr);
 ACLNN_API aclnnStatus aclSetOutputTensorAddr(aclOpExecutor* executor, const size_t index, aclTensor* tensor,
                                              void* addr);
+ACLNN_API aclnnStatus aclSetTensorAddr(aclOpExecutor* executor, const size_t index, aclTensor* tensor, void* addr);
+ACLNN_API aclnnStatus aclSetDynamicTensorAddr(aclOpExecutor* executor, size_t irIndex, const size_t relativeIndex,
+                                              aclTensorList* tensors, void* addr);
 ACLNN_API aclnnStatus aclSetDynamicInputTensorAddr(aclOpExecutor* executor, size_t irIndex,
                                                    const size_t relativeIndex, aclTensorList* tensors, void* addr);
 ACLNN_API aclnnStatus aclSetDynamicOutputTensorAddr(aclOpExecutor* executor, size_t irIndex,

@@ -5,6 +5,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "core/acl_tensor.h"
@@ -29,6 +31,9 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kF
 struct LossArgs {
   TensorView input, target, weight, loss, log_prob, zloss, lse;
   ce::Attributes attr;
+  // Outputs the C ABI passes but that are not used (z-loss off and not requested: the vendor's
+  // document makes them None then): only their dtype is checked, nothing is written to them.
+  std::vector<std::pair<const char*, DType>> unused_outputs;
 };
 
 using core::present;
@@ -68,6 +73,11 @@ Reduction validate(const LossArgs& a) {
   require_input_dtype("logProbOut", a.log_prob, a.input);
   if (has_z) require_input_dtype("zlossOut", a.zloss, a.input);
   if (has_lse) require_input_dtype("lseForZlossOut", a.lse, a.input);
+  for (const auto& [name, dtype] : a.unused_outputs) {
+    TensorView dtype_only;
+    dtype_only.dtype = dtype;
+    require_input_dtype(name, dtype_only, a.input);
+  }
   // ranks
   core::require_rank(kOp, "input", a.input, 2, 2);
   core::require_rank(kOp, "target", a.target, 1, 1);
@@ -337,6 +347,14 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     const aclTensor* lseForZlossOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const ops::ce::Attributes attr =
       ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
+  // z-loss off and not requested: zlossOut / lseForZlossOut are ignored but for their dtype (read now,
+  // while the caller's tensors are live: an executor's rebuild never reads the caller's tensors).
+  const bool zloss_used = lseSquareScaleForZloss != 0 || returnZloss;
+  std::vector<std::pair<const char*, DType>> unused_outputs;
+  if (!zloss_used) {
+    if (zlossOut) unused_outputs.emplace_back("zlossOut", static_cast<DType>(zlossOut->dtype));
+    if (lseForZlossOut) unused_outputs.emplace_back("lseForZlossOut", static_cast<DType>(lseForZlossOut->dtype));
+  }
   return core::create_rebindable_executor(ops::kOp, {{"input", "target", "weightOptional"}, {"lossOut", "logProbOut", "zlossOut", "lseForZlossOut"}},
                                          workspaceSize, executor, [=] {
     core::require_not_null(ops::kOp, "input", input);
@@ -353,9 +371,12 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     a.weight = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
     a.loss = core::view_of(ops::kOp, "lossOut", lossOut);
     a.log_prob = core::view_of(ops::kOp, "logProbOut", logProbOut);
-    a.zloss = core::optional_view_of(ops::kOp, "zlossOut", zlossOut);
-    a.lse = core::optional_view_of(ops::kOp, "lseForZlossOut", lseForZlossOut);
+    if (zloss_used) {
+      a.zloss = core::optional_view_of(ops::kOp, "zlossOut", zlossOut);
+      a.lse = core::optional_view_of(ops::kOp, "lseForZlossOut", lseForZlossOut);
+    }
     a.attr = attr;
+    a.unused_outputs = unused_outputs;
     return std::make_unique<ops::CrossEntropyLossLaunch>(a);
   });
 }

@@ -181,7 +181,10 @@ extern "C" aclnnStatus aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* sumExpLogitsOptional, const aclTensor* softmaxOptional, aclTensor* inputGradOut,
     aclTensor* weightGradOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* op = ops::kOp;
-  return core::create_executor(op, workspaceSize, executor, [&] {
+  const core::TensorParams params{{"grad", "input", "weight", "targetMask", "maskedTarget", "logitsMaxOptional",
+                                   "sumExpLogitsOptional", "softmaxOptional"},
+                                  {"inputGradOut", "weightGradOut"}};
+  return core::create_rebindable_executor(op, params, workspaceSize, executor, [=] {
     if (!softmaxOptional && (!logitsMaxOptional || !sumExpLogitsOptional))
       core::fail(Status::kParamNullptr, op,
                  ": logitsMaxOptional and sumExpLogitsOptional are required when softmaxOptional is null");

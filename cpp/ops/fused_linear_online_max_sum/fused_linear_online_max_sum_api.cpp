@@ -66,7 +66,10 @@ void validate(const Args& a, int64_t start, int64_t end) {
   // attributes
   core::check(start >= 0, kOp, ": vocabStartIndex must be >= 0, got ", start);
   core::check(end >= start, kOp, ": vocabEndIndex must be >= vocabStartIndex ", start, ", got ", end);
-  core::check(end - start == v, kOp, ": vocabEndIndex - vocabStartIndex must equal weight rows ", v, ", got ",
+  // end - start < V is the vendor's own usage (its examples and system tests): statistics run over all
+  // V columns, targets are masked against [start, end). More than V would name columns that do not
+  // exist (the vendor does not check; its kernel would read past the weight): refused.
+  core::check(end - start <= v, kOp, ": vocabEndIndex - vocabStartIndex must be <= weight rows ", v, ", got ",
               end - start);
   flce_check_overlaps(kOp,
                       {{"logitsMaxLocalOut", &a.max},
@@ -104,10 +107,15 @@ class OnlineMaxSumLaunch final : public core::Launch {
       local[i] = out_of_shard ? -1 : t - start_;
       masked.set_integer(i, out_of_shard ? 0 : t - start_);
     }
+    // The padding bits of the last byte are those of rows with target 0, as the vendor's golden
+    // computes them (1 unless 0 lies in [start, end)); no reader looks past BT.
+    const bool padding_bit = 0 < start_ || 0 >= end_;
     for (int64_t byte = 0; byte < (bt + 7) / 8; ++byte) {
       uint8_t bits = 0;
-      for (int k = 0; k < 8 && byte * 8 + k < bt; ++k)
-        if (local[byte * 8 + k] < 0) bits |= uint8_t(1u << k);
+      for (int64_t k = 0; k < 8; ++k) {
+        const bool out_of_shard = byte * 8 + k < bt ? local[byte * 8 + k] < 0 : padding_bit;
+        if (out_of_shard) bits |= uint8_t(1u << k);
+      }
       *reinterpret_cast<uint8_t*>(mask.ptr(byte)) = bits;
     }
     if (a_.input.shape[1] == 0 && !core::present(a_.logits)) {
