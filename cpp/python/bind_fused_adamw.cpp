@@ -36,7 +36,8 @@ void bind_fused_adamw(py::module_& m) {
       [](const py::object& params, const py::object& grads, const py::object& exp_avgs, const py::object& exp_avg_sqs,
          const py::object& max_exp_avg_sqs, const py::object& state_steps, double lr, double beta1, double beta2,
          double weight_decay, double eps, bool amsgrad, bool maximize, const py::object& grad_scale,
-         const py::object& found_inf, std::optional<double> max_grad_norm, const py::object& model_params) -> py::object {
+         const py::object& found_inf, std::optional<double> max_grad_norm, const py::object& model_params,
+         std::optional<double> grad_norm) -> py::object {
         const std::vector<TensorView> p = views_of(params, "params", true), g = views_of(grads, "grads", false),
                                       ea = views_of(exp_avgs, "exp_avgs", true),
                                       es = views_of(exp_avg_sqs, "exp_avg_sqs", true),
@@ -46,6 +47,7 @@ void bind_fused_adamw(py::module_& m) {
         x.grad_scale = py_support::optional_view_of(grad_scale, "grad_scale");
         x.found_inf = py_support::optional_view_of(found_inf, "found_inf");
         if (max_grad_norm) x.max_grad_norm = *max_grad_norm;
+        if (grad_norm) x.grad_norm = *grad_norm;
         x.model_params = views_of(model_params, "model_params", true);
         const AdamWOptions o{lr, beta1, beta2, weight_decay, eps, amsgrad, maximize};
         double norm;
@@ -59,7 +61,17 @@ void bind_fused_adamw(py::module_& m) {
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("max_exp_avg_sqs"),
       py::arg("state_steps"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("weight_decay"),
       py::arg("eps"), py::arg("amsgrad"), py::arg("maximize"), py::arg("grad_scale") = py::none(),
-      py::arg("found_inf") = py::none(), py::arg("max_grad_norm") = py::none(), py::arg("model_params") = py::none());
+      py::arg("found_inf") = py::none(), py::arg("max_grad_norm") = py::none(), py::arg("model_params") = py::none(),
+      py::arg("grad_norm") = py::none());
+
+  m.def(
+      "adamw_grad_norm",
+      [](const py::object& grads) {
+        const std::vector<TensorView> g = views_of(grads, "grads", false);
+        py::gil_scoped_release release;
+        return adamw_grad_norm(g);
+      },
+      py::arg("grads"));
 
   m.def(
       "_fused_adamw_tiling",

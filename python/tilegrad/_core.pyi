@@ -1,4 +1,4 @@
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -68,3 +68,15 @@ def cross_entropy_loss_grad(grad_loss: np.ndarray, log_prob: np.ndarray, target:
 def _cross_entropy_loss_grad_tiling(rows: int, cols: int, bytes_per_elem: int, out_contiguous: bool, threads: int,
                                     l1_bytes: int = ..., l2_bytes: int = ..., l3_bytes: int = ...,
                                     isa: str = ...) -> dict: ...
+def apply_adam_w(var: np.ndarray, m: np.ndarray, v: np.ndarray, grad: np.ndarray, step: np.ndarray,
+                 max_v: Optional[np.ndarray], lr: float, beta1: float, beta2: float, weight_decay: float,
+                 eps: float, amsgrad: bool, maximize: bool) -> None: ...
+def fused_adamw(params: Sequence[np.ndarray], grads: Sequence[np.ndarray], exp_avgs: Sequence[np.ndarray],
+                exp_avg_sqs: Sequence[np.ndarray], max_exp_avg_sqs: Optional[Sequence[np.ndarray]],
+                state_steps: Sequence[np.ndarray], lr: float, beta1: float, beta2: float, weight_decay: float,
+                eps: float, amsgrad: bool, maximize: bool, grad_scale: Optional[np.ndarray] = ...,
+                found_inf: Optional[np.ndarray] = ..., max_grad_norm: Optional[float] = ...,
+                model_params: Optional[Sequence[np.ndarray]] = ...,
+                grad_norm: Optional[float] = ...) -> Optional[float]: ...
+def adamw_grad_norm(grads: Sequence[np.ndarray]) -> float: ...
+def _fused_adamw_tiling(numel: Sequence[int], bytes_per_elem: Sequence[int], threads: int, isa: str = ...) -> dict: ...

@@ -44,6 +44,9 @@ struct FusedAdamWExtras {
   // order: the same value for any thread count) and the grads are scaled by
   // min(1, max_grad_norm / (norm + 1e-6)) inside the update, as torch.nn.utils.clip_grad_norm_.
   double max_grad_norm = std::numeric_limits<double>::quiet_NaN();
+  // Extension: the global norm computed beforehand (adamw_grad_norm over every group's grads), so
+  // several calls (param groups) clip with one norm; NaN: computed over this call's grads.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
   // Extension (master weights): params, moments fp32; grads and model_params float16 or bfloat16;
   // each updated fp32 param is also rounded once into model_params[i].
   std::vector<TensorView> model_params;
@@ -58,5 +61,9 @@ TILEGRAD_API double fused_adamw(const std::vector<TensorView>& params, const std
                                 const std::vector<TensorView>& max_exp_avg_sqs,
                                 const std::vector<TensorView>& state_steps, const AdamWOptions& options,
                                 const FusedAdamWExtras& extras = {});
+
+// The global L2 norm of grads as fused_adamw's clipping computes it (fixed summation order: the
+// same value for any thread count and ISA). Grads float32, float16 or bfloat16, any shapes.
+TILEGRAD_API double adamw_grad_norm(const std::vector<TensorView>& grads);
 
 }  // namespace tilegrad

@@ -118,10 +118,6 @@ AdamWLaunch::AdamWLaunch(const Names& names, std::vector<Slot> slots, const Adam
   trace_.record(names_.op, {{names_.operand[kParam], slots_.empty() ? nullptr : &slots_[0].t[kParam]}}, tiling_);
 }
 
-uint64_t AdamWLaunch::workspace_bytes() const {
-  return std::isnan(extras_.max_grad_norm) ? 0 : static_cast<uint64_t>(tiling_.norm_blocks) * sizeof(double);
-}
-
 Scalars AdamWLaunch::scalars_for(size_t i, float gmul) const {
   const Slot& s = slots_[i];
   const double step = read_number(s.step);
@@ -143,20 +139,19 @@ Scalars AdamWLaunch::scalars_for(size_t i, float gmul) const {
   return k;
 }
 
-// Fixed blocks of every grad, one partial each (any thread may compute any block), then the
-// partials added in block order on this thread.
-double AdamWLaunch::sum_of_squares(double* partials) const {
-  std::vector<int64_t> first_block(slots_.size() + 1, 0);
-  const int64_t be = tiling_.norm_block_elems;
-  for (size_t i = 0; i < slots_.size(); ++i)
-    first_block[i + 1] = first_block[i] + (slots_[i].t[kParam].numel() + be - 1) / be;
-  core::parallel_for(tiling_.norm_blocks, threads_, [&](int64_t block) {
+double grad_norm(const std::vector<TensorView>& grads, int threads, Isa isa) {
+  const SumSqFn sumsq = adamw_sumsq_kernel(isa);
+  const int64_t be = kNormBlockElems;
+  std::vector<int64_t> first_block(grads.size() + 1, 0);
+  for (size_t i = 0; i < grads.size(); ++i) first_block[i + 1] = first_block[i] + (grads[i].numel() + be - 1) / be;
+  std::vector<double> partials(first_block.back());
+  core::parallel_for(first_block.back(), threads, [&](int64_t block) {
     const size_t i = std::upper_bound(first_block.begin(), first_block.end(), block) - first_block.begin() - 1;
-    const TensorView& g = slots_[i].t[kGrad];
+    const TensorView& g = grads[i];
     const int64_t b = (block - first_block[i]) * be;
     const int64_t e = std::min(g.numel(), b + be);
     if (g.is_contiguous()) {
-      partials[block] = sumsq_(g.dtype, static_cast<const char*>(g.data) + b * dtype_size(g.dtype), e - b);
+      partials[block] = sumsq(g.dtype, static_cast<const char*>(g.data) + b * dtype_size(g.dtype), e - b);
       return;
     }
     constexpr int64_t kChunk = 256;
@@ -167,13 +162,13 @@ double AdamWLaunch::sum_of_squares(double* partials) const {
       const int64_t c = std::min(kChunk, e - at);
       for (int64_t j = 0; j < c; ++j)
         std::memcpy(buf + j * es, static_cast<const char*>(g.data) + byte_offset(g, at + j), es);
-      sum += sumsq_(g.dtype, buf, c);
+      sum += sumsq(g.dtype, buf, c);
     }
     partials[block] = sum;
   });
   double total = 0;
-  for (int64_t b = 0; b < tiling_.norm_blocks; ++b) total += partials[b];
-  return total;
+  for (double x : partials) total += x;
+  return std::sqrt(total);
 }
 
 void AdamWLaunch::update(int64_t tile, const std::vector<Scalars>& scalars) const {
@@ -213,7 +208,7 @@ void AdamWLaunch::update(int64_t tile, const std::vector<Scalars>& scalars) cons
   }
 }
 
-void AdamWLaunch::run(void* workspace) {
+void AdamWLaunch::run(void*) {
   grad_norm_ = std::numeric_limits<double>::quiet_NaN();
   skipped_ = core::present(extras_.found_inf) && read_number(extras_.found_inf) == 1.0;
   float gmul = hyper_.maximize ? -1.0f : 1.0f;
@@ -229,7 +224,13 @@ void AdamWLaunch::run(void* workspace) {
   for (size_t i = 0; i < slots_.size(); ++i) scalars.push_back(scalars_for(i, gmul));
   if (skipped_) return;
   if (!std::isnan(extras_.max_grad_norm)) {
-    grad_norm_ = std::sqrt(sum_of_squares(static_cast<double*>(workspace))) * std::fabs(inv_scale);
+    if (std::isnan(extras_.grad_norm)) {
+      std::vector<TensorView> grads;
+      for (const Slot& s : slots_) grads.push_back(s.t[kGrad]);
+      grad_norm_ = adamw::grad_norm(grads, threads_, tiling_.isa) * std::fabs(inv_scale);
+    } else {
+      grad_norm_ = extras_.grad_norm;
+    }
     // torch.nn.utils.clip_grad_norm_ in fp32: coef = reciprocal(norm + 1e-6) * max_norm, clamped to 1.
     const float norm32 = static_cast<float>(grad_norm_);
     const float coef = std::min((1.0f / (norm32 + 1e-6f)) * static_cast<float>(extras_.max_grad_norm), 1.0f);

@@ -37,7 +37,13 @@ struct Names {
 struct Extras {
   TensorView grad_scale, found_inf;  // fp32, one element each; absent = TensorView{}
   double max_grad_norm = std::numeric_limits<double>::quiet_NaN();  // NaN: no clipping
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();      // given: clip with it, no norm pass
 };
+
+// The global L2 norm of grads: fixed blocks of kNormBlockElems elements of each tensor, one partial
+// sum of squares each (in double, 16 fixed lanes), added in block order: the same value for any
+// thread count and ISA.
+double grad_norm(const std::vector<TensorView>& grads, int threads, Isa isa);
 
 // Shared checks (161002): step dtype float32/int64 with one element; the optional scalars; no two
 // operands of any slot overlapping in memory and no output overlapping itself.
@@ -48,7 +54,6 @@ void require_no_overlap(const Names& n, const std::vector<Slot>& slots);
 class AdamWLaunch final : public core::Launch {
  public:
   AdamWLaunch(const Names& names, std::vector<Slot> slots, const AdamWOptions& hyper, const Extras& extras);
-  uint64_t workspace_bytes() const override;
   void run(void* workspace) override;
   // The global gradient norm of the last run (before clipping); NaN unless max_grad_norm was given.
   double grad_norm() const { return grad_norm_; }
@@ -57,7 +62,6 @@ class AdamWLaunch final : public core::Launch {
 
  private:
   Scalars scalars_for(size_t slot, float gmul) const;
-  double sum_of_squares(double* partials) const;
   void update(int64_t tile, const std::vector<Scalars>& scalars) const;
 
   Names names_;

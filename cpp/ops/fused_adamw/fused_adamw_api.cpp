@@ -8,6 +8,7 @@
 #include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/platform.h"
 #include "core/tensor.h"
 #include "ops/fused_adamw/adamw_engine.h"
 #include "tilegrad/adamw.hpp"
@@ -140,10 +141,22 @@ double fused_adamw(const std::vector<TensorView>& params, const std::vector<Tens
             extras.model_params.empty() ? nullptr : &extras.model_params},
            &state_steps};
   if (!options.amsgrad) in.l[kMaxExpAvgSq] = nullptr;  // given but unused: not read, not written
-  Extras x{absent_if_empty(extras.grad_scale), absent_if_empty(extras.found_inf), extras.max_grad_norm};
+  Extras x{absent_if_empty(extras.grad_scale), absent_if_empty(extras.found_inf), extras.max_grad_norm,
+           extras.grad_norm};
   std::unique_ptr<AdamWLaunch> launch = make_launch(in, options, x);
   core::run_now_named(kOp, *launch);
   return launch->grad_norm();
+}
+
+double adamw_grad_norm(const std::vector<TensorView>& grads) {
+  using namespace ops::adamw;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const std::string arg = kNames.arg(kGrad, i);
+    core::require_well_formed(kOp, arg.c_str(), grads[i]);
+    core::require_dtype(kOp, arg.c_str(), grads[i], kFloatTypes);
+  }
+  const core::Platform p = core::Platform::current();
+  return grad_norm(grads, p.threads, p.isa);
 }
 
 }  // namespace tilegrad
