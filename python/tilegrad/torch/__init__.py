@@ -18,6 +18,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("tilegrad.torch needs PyTorch: pip install 'tilegrad[torch]'") from error
 
 from . import nn
+from . import optim  # tilegrad.torch.optim.AdamW
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
 from .patch import PatchSummary, disable, enable, patch, unpatch
 
