@@ -34,8 +34,8 @@ struct Scalars {
 
 // ptrs[k] points at n contiguous elements of operand k in dtypes.d[k] (unused operands: nullptr).
 using SpanFn = void (*)(const Dtypes& dtypes, char* const* ptrs, int64_t n, const Scalars& s);
-// Sum of squares of n contiguous grad elements in double: 16 fixed lanes (element i goes to lane
-// i % 16), lanes then added in a fixed tree, so the value is the same on every ISA.
+// Sum of squares of n contiguous grad elements: 16 fixed fp32 lanes over blocks of 256 elements,
+// accumulated into 16 double lanes, added in a fixed tree: the same value on every ISA.
 using SumSqFn = double (*)(DType dtype, const char* grad, int64_t n);
 
 void adamw_span_scalar(const Dtypes&, char* const*, int64_t, const Scalars&);

@@ -38,7 +38,7 @@ struct AdamWTiling {
 // a tile is only worth a thread with at least kMinTileBytes.
 constexpr int64_t kAlignElems = 64;
 constexpr int64_t kMinTileBytes = 256 << 10;
-constexpr int64_t kNormBlockElems = 16384;
+constexpr int64_t kNormBlockElems = 65536;
 
 TILEGRAD_API AdamWTiling adamw_tiling(const std::vector<int64_t>& numel, const std::vector<int64_t>& bytes_per_elem,
                                       const core::Platform& platform);
