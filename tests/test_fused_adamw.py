@@ -147,7 +147,7 @@ def test_grad_norm_same_on_every_isa():
         tg.set_max_isa(previous)
     assert len(norms) == 1
     exact, _ = clip_coefficient(grads, 1.0)
-    assert abs(norms.pop() - exact) <= 1e-12 * exact
+    assert abs(norms.pop() - exact) <= 1e-7 * exact
 
 
 @pytest.mark.parametrize("max_norm", [0.3, 1e6])
@@ -160,7 +160,7 @@ def test_clipping_matches_clip_then_adamw(isa, max_norm):
     ps, gs, ms, vs, _ = (list(x) for x in zip(*slots))
     gs_before = [g.copy() for g in gs]
     got = tg.fused_adamw(ps, gs, ms, vs, None, steps, max_grad_norm=max_norm, **HP)
-    assert abs(got - norm) <= 1e-12 * norm
+    assert abs(got - norm) <= 1e-7 * norm
     for g, g0 in zip(gs, gs_before):
         np.testing.assert_array_equal(g, g0)  # grads are read, not rescaled in place
     for (rp, rm, rv, _), p, m, v in zip(ref, ps, ms, vs):

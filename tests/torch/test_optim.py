@@ -112,7 +112,7 @@ def test_clipping_equals_clip_grad_norm_then_adamw(one_torch_thread):
     _assert_few_ulps(b, a, ulps=16)
     last = _grads(99)
     expected = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.double()) for g in last])))
-    assert abs(ob.last_grad_norm - expected) <= 1e-12 * expected
+    assert abs(ob.last_grad_norm - expected) <= 1e-7 * expected
 
 
 def test_bf16_master_weights_follow_fp32(one_torch_thread):
