@@ -14,7 +14,7 @@ stores) timed interleaved on 32M-element buffers: the machine's DRAM bandwidth. 
 bytes every fp32 AdamW must move (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg,
 exp_avg_sq: 28 bytes per parameter) over the step time, against that bandwidth.
 
-    python benchmarks/bench_optim.py [--reps 5] [--layers 12] [--json results.jsonl]
+    python benchmarks/bench_optim.py [--reps 5] [--layers 12] [--threads N] [--skip-default] [--json results.jsonl]
 """
 
 import argparse
@@ -59,7 +59,10 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--skip-default", action="store_true", help="skip torch's (slow) default AdamW")
+    parser.add_argument("--threads", type=int, help="torch (and so tilegrad) threads (default: torch's)")
     args = h.parse_args(parser)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     shapes = llama_shapes(args.layers)
     n = sum(int(np.prod(s)) for s in shapes)
     print(f"{n / 1e6:.1f}M parameters in {len(shapes)} tensors; torch {torch.__version__}, "
