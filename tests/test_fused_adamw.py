@@ -280,3 +280,23 @@ def test_apply_adam_w_errors():
         tg.apply_adam_w(p, m[:, :3], v, g, np.array(1.0, np.float32))
     with pytest.raises(ValueError, match=r"aclnnApplyAdamWV2: grad dtype must be one of \{float32, float16, bfloat16\}, got float64"):
         tg.apply_adam_w(p, m, v, g.astype(np.float64), np.array(1.0, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["fp32", "bf16"])
+def test_every_isa_gives_the_same_bits(dtype):
+    previous = tg.max_isa()
+    results = []
+    try:
+        for isa_name in ("scalar", "avx2", "avx512"):
+            tg.set_max_isa(isa_name)
+            slots = _model(6, dtype)
+            ps, gs, ms, vs, mxs = (list(x) for x in zip(*slots))
+            steps = [np.array(3.0, np.float32)] * len(ps)
+            tg.fused_adamw(ps, gs, ms, vs, mxs, steps, amsgrad=True, maximize=True, **HP)
+            results.append([np.concatenate([x.ravel().view(np.uint8) for x in (p, m, v, mx)])
+                            for p, m, v, mx in zip(ps, ms, vs, mxs)])
+    finally:
+        tg.set_max_isa(previous)
+    for other in results[1:]:
+        for a, b in zip(other, results[0]):
+            np.testing.assert_array_equal(a, b)
