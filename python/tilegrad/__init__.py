@@ -19,6 +19,7 @@ from ._runtime import (
     set_num_threads,
 )
 from ._paths import get_ascend_home, get_cmake_dir, get_include, get_library
+from ._adamw import adamw_grad_norm, apply_adam_w, fused_adamw
 from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
 from ._embedding_dense_backward import embedding_dense_backward
 from ._fused_linear_cross_entropy import (
@@ -41,12 +42,15 @@ __version__ = _metadata.version("tilegrad")
 __all__ = [
     "__version__",
     "active_isa",
+    "adamw_grad_norm",
+    "apply_adam_w",
     "binary_cross_entropy_with_logits_backward",
     "build_info",
     "cross_entropy_loss",
     "cross_entropy_loss_grad",
     "detected_isa",
     "embedding_dense_backward",
+    "fused_adamw",
     "fused_cross_entropy_loss_with_max_sum",
     "fused_linear_cross_entropy",
     "fused_linear_cross_entropy_filter_stats",

@@ -1,4 +1,4 @@
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -97,3 +97,15 @@ def rotary_position_embedding_grad(dy: np.ndarray, cos: np.ndarray, sin: np.ndar
 def _rotary_position_embedding_grad_tiling(dims: tuple, cos_dims: tuple, d: int, mode: int, elem_bytes: int,
                                            with_x: bool, dx_rows_aligned: bool, threads: int, l1_bytes: int = ...,
                                            l2_bytes: int = ..., l3_bytes: int = ..., isa: str = ...) -> dict: ...
+def apply_adam_w(var: np.ndarray, m: np.ndarray, v: np.ndarray, grad: np.ndarray, step: np.ndarray,
+                 max_v: Optional[np.ndarray], lr: float, beta1: float, beta2: float, weight_decay: float,
+                 eps: float, amsgrad: bool, maximize: bool) -> None: ...
+def fused_adamw(params: Sequence[np.ndarray], grads: Sequence[np.ndarray], exp_avgs: Sequence[np.ndarray],
+                exp_avg_sqs: Sequence[np.ndarray], max_exp_avg_sqs: Optional[Sequence[np.ndarray]],
+                state_steps: Sequence[np.ndarray], lr: float, beta1: float, beta2: float, weight_decay: float,
+                eps: float, amsgrad: bool, maximize: bool, grad_scale: Optional[np.ndarray] = ...,
+                found_inf: Optional[np.ndarray] = ..., max_grad_norm: Optional[float] = ...,
+                model_params: Optional[Sequence[np.ndarray]] = ...,
+                grad_norm: Optional[float] = ...) -> Optional[float]: ...
+def adamw_grad_norm(grads: Sequence[np.ndarray]) -> float: ...
+def _fused_adamw_tiling(numel: Sequence[int], bytes_per_elem: Sequence[int], threads: int, isa: str = ...) -> dict: ...

@@ -19,6 +19,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from . import nn
 from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
+from . import optim  # tilegrad.torch.optim.AdamW
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
 from .patching import PatchSummary, disable, enable, patch, unpatch
 
