@@ -19,6 +19,7 @@ from ._runtime import (
     set_num_threads,
 )
 from ._paths import get_ascend_home, get_cmake_dir, get_include, get_library
+from ._binary_cross_entropy_with_logits import binary_cross_entropy_with_logits
 from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
 from ._embedding_dense_backward import embedding_dense_backward
 from ._fused_linear_cross_entropy import (
@@ -38,6 +39,7 @@ __version__ = _metadata.version("tilegrad")
 __all__ = [
     "__version__",
     "active_isa",
+    "binary_cross_entropy_with_logits",
     "binary_cross_entropy_with_logits_backward",
     "build_info",
     "cross_entropy_loss",
