@@ -12,6 +12,7 @@ from acl_ctypes import ACLNN_ERR_PARAM_INVALID
 from reference.bce import BF16, F16, F32, REDUCTIONS
 from reference.bce import assert_bce_forward_close as check
 from reference.bce import bce_forward_ref
+from test_binary_cross_entropy_with_logits_backward import EXTREME_X, TORCH_CASES
 from tilegrad import _core
 
 OP = "aclnnBinaryCrossEntropyWithLogits"
@@ -218,10 +219,6 @@ def test_streaming_store_sizes():
     check(bce(x, t, w, pw, "sum"), x, t, w, pw, "sum")
 
 
-EXTREME_X = [-3.4e38, -1e4, -200.0, -89.0, -30.0, -20.0, -5.0, -1e-3, -0.0, 0.0, 1e-3, 5.0, 20.0, 30.0, 89.0,
-             200.0, 1e4, 3.4e38]
-
-
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 def test_extreme_logits(isa, dtype):
     # Finite logits of any size give finite losses with full relative precision: no term cancels
@@ -393,18 +390,7 @@ def test_verbose_trace_lines():
     """)
 
 
-# ---- torch cross-check --------------------------------------------------------------------------
-
-TORCH_CASES = [
-    # (shape, reduction, weight shape, pos_weight shape)
-    ((6, 37), "mean", None, None),
-    ((6, 37), "sum", (37,), None),
-    ((6, 37), "none", None, (37,)),
-    ((6, 37), "mean", (6, 1), (37,)),
-    ((2, 3, 17), "sum", (3, 1), (2, 3, 17)),
-    ((), "mean", (), ()),
-]
-
+# ---- torch cross-check (the backward test's cases: shape, reduction, weight shape, pos_weight shape) --
 
 @pytest.mark.parametrize("case", TORCH_CASES, ids=str)
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)

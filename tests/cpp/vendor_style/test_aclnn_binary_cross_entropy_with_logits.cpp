@@ -43,6 +43,19 @@ struct PerRow {
   double operator()(int64_t row, int64_t) const { return (*values)[row]; }
 };
 
+// Both phases of aclnnBinaryCrossEntropyWithLogits, then out's values into *result (float32 out).
+int Run(aclrtStream stream, const SampleTensors& tensors, const aclTensor* self, const aclTensor* target,
+        const aclTensor* weight, const aclTensor* posWeight, int64_t reduction, aclTensor* out, uint64_t* workspaceSize,
+        std::vector<float>* result) {
+  aclOpExecutor* executor = nullptr;
+  const aclnnStatus ret = aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(self, target, weight, posWeight, reduction,
+                                                                            out, workspaceSize, &executor);
+  CHECK_RET(LaunchAndWait("aclnnBinaryCrossEntropyWithLogits", ret, *workspaceSize, executor,
+                          aclnnBinaryCrossEntropyWithLogits, stream) == 0,
+            return 1);
+  return tensors.Read(out, result);
+}
+
 int VendorDocumentCase(aclrtStream stream) {
   const std::vector<int64_t> shape = {4, 2};
   const std::vector<float> input = {0.1f, 0.1f, 0.2f, 0.2f, 0.3f, 0.3f, 0.4f, 0.4f};
@@ -57,15 +70,10 @@ int VendorDocumentCase(aclrtStream stream) {
   CHECK_RET(selfTensor && targetTensor && weightTensor && posWeightTensor && out, return 1);
 
   uint64_t workspaceSize = 0;
-  aclOpExecutor* executor = nullptr;
-  const aclnnStatus ret = aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
-      selfTensor, targetTensor, weightTensor, posWeightTensor, kNone, out, &workspaceSize, &executor);
-  CHECK_RET(LaunchAndWait("aclnnBinaryCrossEntropyWithLogits", ret, workspaceSize, executor,
-                          aclnnBinaryCrossEntropyWithLogits, stream) == 0,
-            return 1);
-
   std::vector<float> result;
-  CHECK_RET(tensors.Read(out, &result) == 0, return 1);
+  CHECK_RET(Run(stream, tensors, selfTensor, targetTensor, weightTensor, posWeightTensor, kNone, out, &workspaceSize,
+                &result) == 0,
+            return 1);
   const std::vector<double> w = AsDouble(weight), pw = AsDouble(posWeight);
   const std::vector<double> want =
       BceWithLogitsReference(AsDouble(input), AsDouble(target), 2, AtIndex{&w, 2}, AtIndex{&pw, 2});
@@ -87,16 +95,11 @@ int BroadcastMeanCase(aclrtStream stream) {
   CHECK_RET(selfTensor && targetTensor && weightTensor && posWeightTensor && out, return 1);
 
   uint64_t workspaceSize = 0;
-  aclOpExecutor* executor = nullptr;
-  const aclnnStatus ret = aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
-      selfTensor, targetTensor, weightTensor, posWeightTensor, kMean, out, &workspaceSize, &executor);
-  CHECK_RET(workspaceSize > 0, LOG_PRINT("mean: expected a workspace for the block sums\n"); return 1);
-  CHECK_RET(LaunchAndWait("aclnnBinaryCrossEntropyWithLogits", ret, workspaceSize, executor,
-                          aclnnBinaryCrossEntropyWithLogits, stream) == 0,
-            return 1);
-
   std::vector<float> result;
-  CHECK_RET(tensors.Read(out, &result) == 0, return 1);
+  CHECK_RET(Run(stream, tensors, selfTensor, targetTensor, weightTensor, posWeightTensor, kMean, out, &workspaceSize,
+                &result) == 0,
+            return 1);
+  CHECK_RET(workspaceSize > 0, LOG_PRINT("mean: expected a workspace for the block sums\n"); return 1);
   const std::vector<double> w = AsDouble(weight), pw = AsDouble(posWeight);
   const std::vector<double> loss =
       BceWithLogitsReference(AsDouble(input), AsDouble(target), cols, PerCol{&w}, PerRow{&pw});
