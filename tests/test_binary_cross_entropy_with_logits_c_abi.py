@@ -177,3 +177,27 @@ def test_c_abi_executor_misuse():
         assert launch(OP, ex, 0) == ACLNN_ERR_PARAM_INVALID
         assert launch(OP, None, 0) == ACLNN_ERR_PARAM_NULLPTR
     check(out, x, t, None, None, "none")
+
+
+def test_c_abi_repeatable_executor_new_addresses():
+    # A repeatable executor (mean, with its workspace) relaunches; new input / output addresses
+    # (aclSetInputTensorAddr / aclSetOutputTensorAddr) are read by the next launch.
+    from test_acl_repeatable_executor import _relaunch_with_input, _repeatable, vp
+    x, t, w, pw = make((6, 1500), w_shape=(1500,), pw_shape=(6, 1), seed=12)
+    out = np.zeros((1,), F32)
+    with AclTensors() as T:
+        tx, tt, tw, tpw, tout = T.new(x), T.new(t), T.new(w), T.new(pw), T.new(out)
+        ws, ex = _repeatable(OP, [tx, tt, tw, tpw, ctypes.c_int64(1), tout])
+        assert ws == 2 * 8
+        for _ in range(2):
+            out[:] = 0
+            assert launch(OP, ex, ws) == ACLNN_SUCCESS, last_error()
+            check(out.reshape(()), x, t, w, pw, "mean")
+        x2 = make((6, 1500), seed=13)[0]
+        _relaunch_with_input(OP, ex, ws, 0, tx, x2)
+        check(out.reshape(()), x2, t, w, pw, "mean")
+        out2 = np.zeros((1,), F32)
+        assert lib.aclSetOutputTensorAddr(vp(ex), 0, vp(tout), vp(out2.ctypes.data)) == ACLNN_SUCCESS
+        assert launch(OP, ex, ws) == ACLNN_SUCCESS, last_error()
+        np.testing.assert_array_equal(out2, out)
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
