@@ -1,14 +1,15 @@
-"""Accuracy of tilegrad's own vectorised exp / sigmoid / log1p (cpp/core/vmath.h) against float64
+"""Accuracy of tilegrad's own vectorised exp / sigmoid / log1p / log1p_unit (cpp/core/vmath.h) against float64
 NumPy at every ISA level, through the test hook tilegrad._core._vmath(name, isa, x).
 
 Error unit: ulp of the float32 result, with subnormal results measured in the subnormal spacing
 2^-149 (so 'within N ulp' holds over the whole range, including gradual underflow).
 
 Measured maxima over every 7th float32 bit pattern of each domain (about 3e8 inputs per function,
-all ISA levels; x > -1 for log1p):
+all ISA levels; x > -1 for log1p; every bit pattern of [0, 1] for log1p_unit):
     exp      1.25 ulp  (all ISAs)
     sigmoid  3.00 ulp  (scalar, AVX2), 2.88 ulp (AVX-512)
     log1p    3.29 ulp  (scalar), 2.95 ulp (AVX2, AVX-512)
+    log1p_unit  2.83 ulp  (all ISAs)
 The assertions below allow a little headroom over those figures (inputs here are a sample).
 """
 
@@ -18,7 +19,7 @@ import pytest
 from tilegrad import _core
 from reference.silu import F32, ulp
 
-BOUNDS = {"exp": 1.5, "sigmoid": 3.5, "log1p": 3.5}
+BOUNDS = {"exp": 1.5, "sigmoid": 3.5, "log1p": 3.5, "log1p_unit": 3.0}
 FLT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -51,13 +52,15 @@ def _inputs(name):
     elif name == "sigmoid":
         parts = [_bits_range(0, 110, 1009), _bits_range(0, 110, 1009, True), rng.uniform(-10, 10, 300000),
                  np.linspace(-103.97, -87.3, 100000)]
+    elif name == "log1p_unit":   # its domain [0, 1], and around sqrt(2) - 1 where k changes
+        parts = [_bits_range(0, 1.0000001, 1009), rng.uniform(0.4, 0.43, 200000), [0.0, 1.0]]
     else:
         parts = [_bits_range(0, 3e38, 1009), _bits_range(0, 1, 1009, True), rng.uniform(-1, 1, 300000),
                  -1 + np.exp2(-rng.uniform(1, 24, 100000)), np.exp2(-rng.uniform(0, 149, 100000))]
     return np.concatenate([np.asarray(p, np.float32) for p in parts])
 
 
-@pytest.mark.parametrize("name", ["exp", "sigmoid", "log1p"])
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "log1p", "log1p_unit"])
 def test_ulp_bound(isa, name):
     x = _inputs(name)
     got = _core._vmath(name, isa, x)
@@ -117,13 +120,23 @@ def test_log1p_special_values(isa):
     assert abs(float(got[8]) - np.log(0.5)) <= 2 * float(ulp(np.log(0.5), F32))
 
 
+def test_log1p_unit_special_values(isa):
+    x = np.array([0.0, 1.0, np.nan, 2.0**-149, 1e-30, 1e-8, np.float32(0.41421356), 0.5], F32)
+    got = _core._vmath("log1p_unit", isa, x)
+    assert got[0] == 0.0 and np.isnan(got[2])
+    assert abs(float(got[1]) - np.log(2.0)) <= float(ulp(np.log(2.0), F32))
+    np.testing.assert_array_equal(got[3:5], x[3:5])   # log1p(z) = z exactly for tiny z
+    ref = np.log1p(x[5:].astype(np.float64))   # 1e-8, both sides of sqrt(2) - 1 where k changes
+    assert (np.abs(got[5:] - ref) <= BOUNDS["log1p_unit"] * ulp(ref, F32)).all()
+
+
 @pytest.mark.parametrize("n", [0, 1, 3, 7, 8, 15, 16, 17, 33, 1000])
 def test_tails_match_full_vectors(isa, n):
     """Tail handling: a value computed in a partial vector equals the same value in a full one."""
     rng = np.random.default_rng(n)
     x = rng.uniform(-20, 20, n).astype(F32)
-    for name in ("exp", "sigmoid", "log1p"):
-        xx = np.abs(x) if name == "log1p" else x
+    for name in ("exp", "sigmoid", "log1p", "log1p_unit"):
+        xx = {"log1p": np.abs(x), "log1p_unit": np.abs(x) / 20}.get(name, x)
         alone = _core._vmath(name, isa, xx)
         padded = _core._vmath(name, isa, np.concatenate([xx, xx, xx[:5]]))
         np.testing.assert_array_equal(alone, padded[:n])
@@ -131,7 +144,7 @@ def test_tails_match_full_vectors(isa, n):
 
 
 def test_bad_names():
-    with pytest.raises(ValueError, match="function must be one of {exp, sigmoid, log1p}, got 'tanh'"):
+    with pytest.raises(ValueError, match="function must be one of {exp, sigmoid, log1p, log1p_unit}, got 'tanh'"):
         _core._vmath("tanh", "scalar", np.zeros(3, F32))
     with pytest.raises(ValueError, match="isa must be one of {scalar, avx2, avx512}, got 'sse'"):
         _core._vmath("exp", "sse", np.zeros(3, F32))

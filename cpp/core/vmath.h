@@ -1,8 +1,8 @@
 // Vector math written once over the simd:: interface (simd_scalar.h / simd_avx2.h / simd_avx512.h,
 // whichever the including translation unit chose), so every ISA runs the same algorithm.
 // No libm vector calls, no -ffast-math. Measured accuracy vs float64 (tests/test_vmath.py):
-// exp <= 1.25 ulp, sigmoid <= 3.0 ulp, log1p <= 3.3 ulp at every ISA (subnormal results in units of
-// 2^-149; tests/test_vmath.py sweeps every 7th float32 bit pattern of each domain).
+// exp <= 1.25 ulp, sigmoid <= 3.0 ulp, log1p <= 3.3 ulp, log1p_unit <= 2.9 ulp at every ISA (subnormal
+// results in units of 2^-149; tests/test_vmath.py sweeps every 7th float32 bit pattern of each domain).
 #pragma once
 
 namespace tilegrad::simd {
@@ -72,6 +72,29 @@ inline VF log1p(VF x) {
   r = select(lt(x, set1(-1.0f)), set1(__builtin_nanf("")), r);
   r = select(eq(x, set1(__builtin_inff())), x, r);
   return select(isnan(x), x, r);
+}
+
+// log1p(z) for z in [0, 1] (or NaN), e.g. log1p(exp(-|x|)) in binary cross entropy with logits: the
+// same series as log1p without its general-domain work. 1 + z = 2^k * m with k = 0 below sqrt(2) and
+// 1 above, and f = m - 1 is taken from z itself (z, or (z - 1) / 2), so 1 + z is never rounded and
+// needs no correction term (one division instead of two, no bit manipulation, no special cases:
+// NaN propagates through the arithmetic). log1p_unit(0) = 0, log1p_unit(1) = ln 2.
+inline VF log1p_unit(VF z) {
+  const VF one = set1(1.0f);
+  const auto upper = ge(z, set1(0.41421356f));  // 1 + z >= sqrt(2): k = 1, m = (1 + z) / 2
+  const VF f = select(upper, (z - one) * set1(0.5f), z);
+  // log(m) = 2 atanh(s), s = f / (2 + f), as d * p(d^2) with d = 2s (no underflow for subnormal z) and
+  // the series' coefficients divided by the matching powers of 4 (exact).
+  const VF d = (f + f) / (set1(2.0f) + f);
+  const VF w = d * d;
+  VF p = set1(1.0f / 9.0f / 256.0f);
+  p = fma(p, w, set1(1.0f / 7.0f / 64.0f));
+  p = fma(p, w, set1(1.0f / 5.0f / 16.0f));
+  p = fma(p, w, set1(1.0f / 3.0f / 4.0f));
+  p = fma(p, w, one);
+  const VF log_m = d * p;
+  const VF k = select(upper, one, set1(0.0f));
+  return fma(k, set1(0.693145751953125f), fma(k, set1(1.428606765330187e-06f), log_m));
 }
 
 }  // namespace

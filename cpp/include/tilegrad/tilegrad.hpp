@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tilegrad/adamw.hpp"
+#include "tilegrad/binary_cross_entropy_with_logits.hpp"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
 #include "tilegrad/embedding_dense_backward.hpp"
 #include "tilegrad/fused_linear_cross_entropy.hpp"

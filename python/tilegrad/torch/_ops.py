@@ -312,6 +312,34 @@ _define("binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? w
 
 
 # ---------------------------------------------------------------------------------------------------
+# Binary cross entropy with logits, fused forward (aclnnBinaryCrossEntropyWithLogits): the loss in one
+# pass over the inputs (mean / sum reduced in a fixed order, no per-element temporaries); autograd as
+# binary_cross_entropy_with_logits above (tilegrad's backward). The result is target's dtype, as
+# torch's; for "none" contiguous whatever the inputs' strides, in the real and the fake kernel alike.
+
+
+def _bce_fused_shape(input: Tensor, reduction: int) -> List[int]:
+    return list(input.shape) if reduction == 0 else []
+
+
+def _bce_fused_impl(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
+                    reduction: int) -> Tensor:
+    sync_threads()
+    out = new_output(_bce_fused_shape(input, reduction), target.dtype)
+    _core.binary_cross_entropy_with_logits(as_numpy(input), as_numpy(target), optional_numpy(weight),
+                                           optional_numpy(pos_weight), reduction, as_numpy(out))
+    return out
+
+
+def _bce_fused_fake(input, target, weight, pos_weight, reduction):
+    return input.new_empty(_bce_fused_shape(input, reduction), dtype=target.dtype)
+
+
+_define("binary_cross_entropy_with_logits_fused(Tensor input, Tensor target, Tensor? weight, Tensor? pos_weight, "
+        "int reduction) -> Tensor", _bce_fused_impl, _bce_fused_fake, (_bce_grad, _bce_setup))
+
+
+# ---------------------------------------------------------------------------------------------------
 # Fused linear cross entropy: the vocabulary-parallel aclnn ops
 
 

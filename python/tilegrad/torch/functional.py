@@ -215,8 +215,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
                                      size_average: Optional[bool] = None, reduce: Optional[bool] = None,
                                      reduction: str = "mean", pos_weight: Optional[Tensor] = None) -> Tensor:
-    """``F.binary_cross_entropy_with_logits``; the input gradient runs tilegrad's
-    ``aclnnBinaryCrossEntropyWithLogitsBackward`` (one pass, weight and pos_weight broadcast); a
+    """``F.binary_cross_entropy_with_logits``; the loss runs tilegrad's fused
+    ``aclnnBinaryCrossEntropyWithLogits`` and the input gradient its
+    ``aclnnBinaryCrossEntropyWithLogitsBackward`` (one pass each, weight and pos_weight broadcast); a
     target that requires grad gets torch's formula for its part."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy_with_logits", reduction)
@@ -224,8 +225,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
             or _needs_grad(weight) or _needs_grad(pos_weight):
         return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
                                                                    pos_weight=pos_weight)
-    return torch.ops.tilegrad.binary_cross_entropy_with_logits(input, target, weight, pos_weight,
-                                                               _ops.REDUCTION_CODES[reduction])
+    return torch.ops.tilegrad.binary_cross_entropy_with_logits_fused(input, target, weight, pos_weight,
+                                                                     _ops.REDUCTION_CODES[reduction])
 
 
 # ---------------------------------------------------------------------------------------------------

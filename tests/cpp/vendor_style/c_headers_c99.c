@@ -6,6 +6,7 @@
 #include "acl/acl_base.h"
 #include "acl/acl_rt.h"
 #include "aclnn/aclnn_base.h"
+#include "aclnnop/aclnn_binary_cross_entropy_with_logits.h"
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
