@@ -8,6 +8,12 @@ _ORDER = ["scalar", "avx2", "avx512"]
 AVAILABLE_ISAS = _ORDER[: _ORDER.index(tg.detected_isa()) + 1]
 
 
+@pytest.fixture
+def available_isas():
+    """Every ISA level this machine has, lowest first (for tests that compare them in one run)."""
+    return list(AVAILABLE_ISAS)
+
+
 @pytest.fixture(params=AVAILABLE_ISAS)
 def isa(request):
     """Runs the test once per ISA level available here (tg.set_max_isa), restoring the cap after."""

@@ -244,17 +244,16 @@ def test_threads_bit_identical(threads, rng, dtype):
             assert all(same_bits(a, b) for a, b in zip(r, results[0]))
 
 
-def test_isas_bit_identical(rng):
+def test_isas_bit_identical(rng, available_isas):
     """Products rounded before every sum (never fused) and a baseline-compiled final pass: the same
     bits at every ISA level (README, "Algorithm and precision")."""
-    from conftest import AVAILABLE_ISAS
     previous = tg.max_isa()
     try:
         for mode in MODES:
             x, cos, sin = case(rng, BF16, lead=(3, 40, 4), cos_lead=(1, 1, 4), d=100)
             dy = data(rng, x.shape, BF16)
             runs = []
-            for isa in AVAILABLE_ISAS:
+            for isa in available_isas:
                 tg.set_max_isa(isa)
                 runs.append((tg.rotary_position_embedding(x, cos, sin, mode),)
                             + tg.rotary_position_embedding_grad(dy, cos, sin, x, mode))
