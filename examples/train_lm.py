@@ -47,6 +47,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import train_lm_distributed as distributed  # torchrun: data parallel and the vocab-parallel LM head
+
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
 SUMMARY = "summary.json"
@@ -112,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timing-rounds", type=int,
                      help="--compare: rounds of alternating tilegrad / PyTorch steps timed in one process "
                           "(default 10)")
+    distributed.add_arguments(p)
     return p
 
 
@@ -607,18 +610,20 @@ def num_threads(threads: Optional[int]):
         torch.set_num_threads(previous)
 
 
-def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None) -> Dict:
-    """Trains one path; writes log.jsonl, summary.json and checkpoint.pt to args.out; returns the summary."""
+def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None, parallel=None) -> Dict:
+    """Trains one path; writes log.jsonl, summary.json and checkpoint.pt to args.out; returns the summary.
+    `parallel`: this rank's distributed.start(args) under torchrun (default: one process)."""
     with num_threads(args.threads):
-        return train_with_current_threads(args, data, ckpt)
+        return train_with_current_threads(args, data, ckpt, parallel or distributed.SingleProcess())
 
 
-def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict]) -> Dict:
+def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict], parallel) -> Dict:
     ops = make_ops(args.baseline)
     torch.manual_seed(args.seed)  # the same initial weights on both paths
     cfg = model_config(args, data)
-    model = LanguageModel(cfg, ops)
+    model = parallel.wrap(LanguageModel(cfg, ops))
     opt = make_optimizer(model, args.lr)
+    parallel.track_optimizer(opt)
     completed = 0
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -639,7 +644,7 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     memory = PeakMemory()
     memory.start()
     last_val = None
-    with StopFlag(args.stop_at) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
+    with parallel.agreed(StopFlag(args.stop_at)) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
                                               dynamic_ncols=True, mininterval=0.5) as bar:
         while completed < args.steps and not stop.should_stop(completed):
             lr = learning_rate(completed, args.steps, args.lr)
@@ -662,6 +667,7 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
               f"    python {sys.argv[0]} --resume {args.out}", flush=True)
     summary = summarize(args, ops.name, count_parameters(model), cfg.vocab, step_ms, tokens_per_step, peak_mib,
                         read_log(args.out / LOG), completed)
+    summary.update(parallel.describe())
     (args.out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     if not interrupted and args.sample_tokens > 0:
         print_sample(model, data, args)
@@ -840,7 +846,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
     ckpt = None
     if args.resume is not None:
         args, ckpt = restore_args(args)
-    data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
+    parallel = distributed.start(args)
+    with parallel.main_rank_first():
+        data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
     print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
     shortest = min(len(data.train), len(data.val))
     if shortest <= args.context + 1:
@@ -851,7 +859,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
               "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)
     if args.compare:
         return compare(args, data)
-    return train(args, data, ckpt)
+    return train(args, data, ckpt, parallel)
 
 
 if __name__ == "__main__":
