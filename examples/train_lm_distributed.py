@@ -106,6 +106,10 @@ def start(args: argparse.Namespace):
     args.parallel = getattr(args, "parallel", None) or "data"  # checkpoints written before --parallel
     args.dist_timeout = getattr(args, "dist_timeout", None) or DEFAULT_TIMEOUT_S
     if not launched_by_torchrun():
+        if args.parallel != "data" and getattr(args, "resume", None) is not None:
+            # checkpoints are single-process files: a run trained on several processes continues on one
+            print(f"train_lm: one process: the checkpoint's --parallel {args.parallel} does not apply", flush=True)
+            args.parallel = "data"
         if args.parallel != "data":
             raise SystemExit(f"train_lm: --parallel {args.parallel} needs several processes: start it with "
                              f"torchrun --nproc-per-node N {sys.argv[0]} ... (see the README)")
