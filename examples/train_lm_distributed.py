@@ -49,8 +49,8 @@ DEFAULT_TIMEOUT_S = 300
 MAX_GRAD_NORM = 1.0
 # Options every rank must agree on (checked at start-up, named when they differ).
 AGREED_OPTIONS = ("vocab", "dim", "layers", "heads", "ffn_dim", "context", "tie", "batch_size", "seed",
-                  "steps", "lr", "dtype", "baseline", "parallel", "text", "corpus", "eval_interval",
-                  "eval_batches", "stop_at", "resume")
+                  "steps", "lr", "dtype", "baseline", "parallel", "corpus", "eval_interval", "eval_batches",
+                  "stop_at")  # not the paths (--text, --resume): they may differ between machines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -195,6 +195,10 @@ class Distributed:
                                 "threads_per_rank": torch.get_num_threads()}
         if self.head is not None:
             info["lm_head_memory"] = self.head.memory(self.opt)
+            # train_lm counts this rank's parameters; the model has the whole head
+            local = sum(p.numel() for p in self.model.parameters())
+            info.update(parameters=local - self.head.weight.numel() + self.head.vocab * self.head.weight.shape[1],
+                        parameters_per_rank=local)
         return info
 
 
@@ -216,7 +220,7 @@ def check_same_model(model: nn.Module, rank: int) -> None:
     """The same parameter shapes and initial values on every rank (catches a tokenizer that came out
     with another vocabulary on another machine, or another seed)."""
     shapes = ";".join(f"{name}:{tuple(p.shape)}" for name, p in model.named_parameters())
-    digest = hashlib.sha256(b"".join(p.detach().contiguous().numpy().tobytes() for p in model.parameters()))
+    digest = hashlib.sha256(b"".join(p.detach().float().contiguous().numpy().tobytes() for p in model.parameters()))
     mine = (shapes, digest.hexdigest()[:16])
     everyone: List[Tuple[str, str]] = [("", "") for _ in range(dist.get_world_size())]
     dist.all_gather_object(everyone, mine)
@@ -245,9 +249,21 @@ def check_replicas_agree(model: Optional[nn.Module], head: Optional["VocabShard"
                            f"{[float(t) for t in everyone]} (a bug; please report it)")
 
 
+def _raised_by_a_collective(value: BaseException, tb) -> bool:
+    """A torch.distributed error, or gloo's RuntimeError ("Connection closed by peer", a timeout), which
+    is raised from inside torch.distributed's own code."""
+    if isinstance(value, dist.DistError):
+        return True
+    last = tb
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    return isinstance(value, RuntimeError) and last is not None and \
+        os.path.join("torch", "distributed") in last.tb_frame.f_code.co_filename
+
+
 def _explain_lost_rank(kind, value, tb) -> None:
     """Uncaught errors of the collectives: say what most likely happened before the traceback."""
-    if isinstance(value, (dist.DistError, RuntimeError)) and not isinstance(value, KeyboardInterrupt):
+    if _raised_by_a_collective(value, tb):
         rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
         print(f"train_lm: rank {rank}: lost contact with the other ranks ({str(value).splitlines()[0][:300]}); "
               f"another rank probably died or was killed, or stayed silent longer than --dist-timeout. "
