@@ -249,21 +249,16 @@ def check_replicas_agree(model: Optional[nn.Module], head: Optional["VocabShard"
                            f"{[float(t) for t in everyone]} (a bug; please report it)")
 
 
-def _raised_by_a_collective(value: BaseException, tb) -> bool:
-    """A torch.distributed error, or gloo's RuntimeError ("Connection closed by peer", a timeout), which
-    is raised from inside torch.distributed's own code."""
-    if isinstance(value, dist.DistError):
-        return True
-    last = tb
-    while last is not None and last.tb_next is not None:
-        last = last.tb_next
-    return isinstance(value, RuntimeError) and last is not None and \
-        os.path.join("torch", "distributed") in last.tb_frame.f_code.co_filename
+def _raised_by_a_collective(value: BaseException) -> bool:
+    """A torch.distributed error, or gloo's own RuntimeError ("Connection closed by peer", "Connection
+    reset by peer", "Timed out waiting ... for recv"), which may surface from a collective or from
+    DDP's all-reduce inside backward(); its text names gloo's source."""
+    return isinstance(value, dist.DistError) or (isinstance(value, RuntimeError) and "gloo" in str(value))
 
 
 def _explain_lost_rank(kind, value, tb) -> None:
     """Uncaught errors of the collectives: say what most likely happened before the traceback."""
-    if _raised_by_a_collective(value, tb):
+    if _raised_by_a_collective(value):
         rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
         print(f"train_lm: rank {rank}: lost contact with the other ranks ({str(value).splitlines()[0][:300]}); "
               f"another rank probably died or was killed, or stayed silent longer than --dist-timeout. "
