@@ -2,6 +2,7 @@
 the same PyTorch code, forward + backward, same inputs, one process, contenders interleaved.
 
     python benchmarks/bench_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile] [--dtypes fp32,bf16]
+                                       [--threads N]
     python benchmarks/bench_decoder.py --crossover     # small sizes: where torch's composite wins
 
 Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
@@ -39,6 +40,7 @@ from _harness import compare, parse_args, print_table  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad import _core  # noqa: E402
 from tilegrad.torch import _decoder  # noqa: E402
@@ -169,7 +171,12 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
     parser.add_argument("--crossover", action="store_true", help="the small-size table behind _decoder.CROSSOVER")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch and tilegrad threads, the bandwidth probe's too (default: torch's)")
     args = parse_args(parser, benchmark="decoder")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tilegrad.set_num_threads(torch.get_num_threads())  # the probe calls the core directly
     if args.crossover:
         crossover_table()
         return
