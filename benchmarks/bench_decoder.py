@@ -4,6 +4,7 @@ the same PyTorch code, forward + backward, same inputs, one process, contenders 
     python benchmarks/bench_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile] [--dtypes fp32,bf16]
                                        [--threads N]
     python benchmarks/bench_decoder.py --crossover     # small sizes: where torch's composite wins
+    python benchmarks/bench_decoder.py --kernel-cpu-time   # kernels alone in CPU time vs the DRAM probe
 
 Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
 
@@ -164,6 +165,48 @@ def crossover_table() -> None:
             print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
 
 
+def kernel_cpu_time_table(reps: int = 7) -> None:
+    """The kernels alone (NumPy API, preallocated outputs) and the bandwidth probe, interleaved, in
+    process CPU time (min of `reps`): on a loaded machine the wall time of a 40 ms call includes other
+    processes' time slices, its CPU time does not. One thread: the time is the kernel's own."""
+    import ml_dtypes
+
+    torch.set_num_threads(1)
+    tilegrad.set_num_threads(1)
+    probe = BandwidthProbe()
+    rng = np.random.default_rng(0)
+    print("| dtype | kernel | CPU ms | GB/s | share of the probe |\n|---|---|---|---|---|")
+    for dtype in (np.float32, ml_dtypes.bfloat16):
+        x = rng.standard_normal((4096, 2048)).astype(dtype)
+        g, dy = np.ones(2048, dtype), x.copy()
+        y, dx = np.empty_like(x), np.empty_like(x)
+        rstd, dg = np.empty((4096, 1), np.float32), np.empty(2048, np.float32)
+        gate = rng.standard_normal((4096, 5632)).astype(dtype)
+        up, dh, h, d_gate, d_up = gate.copy(), gate.copy(), np.empty_like(gate), np.empty_like(gate), np.empty_like(gate)
+        es = x.itemsize
+        kernels = {  # name: (call, compulsory bytes)
+            "rms_norm": (lambda: tilegrad.rms_norm(x, g, 1e-6, out=y, rstd_out=rstd), 2 * x.size * es),
+            "rms_norm_grad": (lambda: tilegrad.rms_norm_grad(dy, x, rstd, g, out=dx, dgamma_out=dg), 3 * x.size * es),
+            "silu_mul": (lambda: tilegrad.silu_mul(gate, up, out=h), 3 * gate.size * es),
+            "silu_mul_grad": (lambda: tilegrad.silu_mul_grad(dh, gate, up, out=(d_gate, d_up)), 5 * gate.size * es),
+        }
+        calls = {name: fn for name, (fn, _) in kernels.items()}
+        calls["probe"] = probe
+        best = {name: float("inf") for name in calls}
+        for fn in calls.values():
+            fn()
+        for _ in range(reps):
+            for name, fn in calls.items():
+                t0 = time.process_time()
+                fn()
+                best[name] = min(best[name], time.process_time() - t0)
+        dram = probe.gbps(best["probe"])
+        for name, (_, nbytes) in kernels.items():
+            gbps = nbytes / best[name] / 1e9
+            print(f"| {np.dtype(dtype).name} | {name} | {best[name] * 1e3:.1f} | {gbps:.1f} | "
+                  f"{100 * gbps / dram:.0f}% of {dram:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
@@ -171,6 +214,8 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
     parser.add_argument("--crossover", action="store_true", help="the small-size table behind _decoder.CROSSOVER")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
+    parser.add_argument("--kernel-cpu-time", action="store_true",
+                        help="the kernels alone in process CPU time vs the bandwidth probe (1 thread)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch and tilegrad threads, the bandwidth probe's too (default: torch's)")
     args = parse_args(parser, benchmark="decoder")
@@ -179,6 +224,9 @@ def main() -> None:
     tilegrad.set_num_threads(torch.get_num_threads())  # the probe calls the core directly
     if args.crossover:
         crossover_table()
+        return
+    if args.kernel_cpu_time:
+        kernel_cpu_time_table()
         return
     scale = 8 if args.quick else 1
     use_compile = not args.no_compile
