@@ -7,8 +7,8 @@
 
 The model is a Llama-style decoder-only transformer written once in plain PyTorch (token embedding,
 rotary position embedding, RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU
-MLP, LM head tied to the token embedding unless --tie 0). The two paths differ only in five functions
-(``TilegradOps`` vs ``TorchOps`` below):
+MLP, LM head tied to the token embedding unless --tie 0). The two paths differ only in the five
+functions and the optimizer of ``TilegradOps`` vs ``TorchOps`` below:
 
     embedding  tilegrad.torch.embedding              F.embedding
     RMSNorm    tilegrad.torch.rms_norm               F.rms_norm
@@ -16,6 +16,10 @@ MLP, LM head tied to the token embedding unless --tie 0). The two paths differ o
     RoPE       tilegrad.torch.apply_rotary_pos_emb   Hugging Face's rotate-half composite
     loss       tilegrad.torch.linear_cross_entropy   F.cross_entropy(F.linear(hidden, W), target)
                (fused: the batch x time x vocabulary logits never exist during training)
+    optimizer  tilegrad.torch.optim.AdamW(           torch.nn.utils.clip_grad_norm_(params, 1.0), then
+                 max_grad_norm=1.0)                  torch.optim.AdamW(fused=True)
+               (one pass: the clip is fused into the update; with --param-dtype bfloat16 it keeps fp32
+               master weights and moments, where torch's bf16 AdamW keeps bf16 moments and no masters)
 
 Data: the Python documentation that ships inside CPython (``pydoc_data.topics``), or ``--text FILE``;
 a byte-level BPE tokenizer (``tokenizers``) trained on the training split and cached on disk; every
@@ -57,7 +61,7 @@ PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order
 # Defaults, and what --quick changes (any flag given on the command line wins over both).
 DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
                 vocab=8192, eval_interval=50, eval_batches=6, sample_tokens=120, seed=0, dtype="float32",
-                timing_rounds=10, tie=1)
+                param_dtype="float32", timing_rounds=10, tie=1)
 QUICK = dict(steps=30, batch_size=8, context=64, dim=64, layers=2, heads=2, ffn_dim=176, vocab=512,
              eval_interval=10, eval_batches=2, sample_tokens=24, timing_rounds=3, threads=1)
 # Options a resumed run may change; everything else comes from the checkpoint.
@@ -89,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=float, help=f"peak AdamW learning rate (default {DEFAULTS['lr']})")
     train.add_argument("--dtype", choices=("float32", "bfloat16"),
                        help="float32, or bfloat16 through CPU autocast (default float32)")
+    train.add_argument("--param-dtype", choices=("float32", "bfloat16"),
+                       help="dtype of the parameters themselves (default float32); bfloat16: the tilegrad "
+                            "path's AdamW keeps fp32 master weights, the baseline is torch's bf16 AdamW")
     train.add_argument("--threads", type=int,
                        help="torch (and so tilegrad) threads (default: torch's; 1 with --quick)")
     train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default 0)")
@@ -289,6 +296,16 @@ class TorchOps:
         """Mean cross entropy of the LM head: builds the whole (tokens, vocab) logits."""
         return F.cross_entropy(F.linear(hidden, weight), target)
 
+    @staticmethod
+    def optimizer(groups: List[Dict], lr: float, betas: Tuple[float, float], max_grad_norm: float,
+                  master_weights: bool) -> torch.optim.Optimizer:
+        """PyTorch's strongest CPU AdamW (its fused kernel; bf16 params keep bf16 moments, no masters)."""
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
+
+    @staticmethod
+    def clip_grads(params, max_grad_norm: float) -> None:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+
 
 class TilegradOps:
     """tilegrad's kernels through tilegrad.torch."""
@@ -315,6 +332,16 @@ class TilegradOps:
         """Mean cross entropy from the hidden states, fused: the logits never exist whole (under
         autocast the projection runs in the autocast dtype, as F.linear's would)."""
         return self.tgt.linear_cross_entropy(hidden, weight, target)
+
+    def optimizer(self, groups: List[Dict], lr: float, betas: Tuple[float, float], max_grad_norm: float,
+                  master_weights: bool) -> torch.optim.Optimizer:
+        """One fused pass per group: the global gradient norm, the clip and the AdamW update."""
+        return self.tgt.optim.AdamW(groups, lr=lr, betas=betas, max_grad_norm=max_grad_norm,
+                                    master_weights=master_weights)
+
+    @staticmethod
+    def clip_grads(params, max_grad_norm: float) -> None:
+        """Nothing to do: the optimizer clips inside its step."""
 
 
 def make_ops(baseline: bool):
@@ -466,12 +493,22 @@ def learning_rate(step: int, steps: int, peak: float) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
-def make_optimizer(model: nn.Module, lr: float) -> torch.optim.Optimizer:
-    """AdamW; weight decay on matrices only (not on norms)."""
+MAX_GRAD_NORM = 1.0
+
+
+def make_optimizer(model: "LanguageModel", lr: float) -> torch.optim.Optimizer:
+    """The path's AdamW; weight decay on matrices only (not on norms); gradients clipped to norm 1.
+    bf16 parameters get fp32 master weights where the path has them (tilegrad)."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
-                              {"params": vectors, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+    groups = [{"params": matrices, "weight_decay": 0.1}, {"params": vectors, "weight_decay": 0.0}]
+    low_precision = next(model.parameters()).dtype != torch.float32
+    return model.ops.optimizer(groups, lr, (0.9, 0.95), MAX_GRAD_NORM, master_weights=low_precision)
+
+
+def build_model(cfg: "ModelConfig", ops, param_dtype: str) -> "LanguageModel":
+    """The model on the current seed, its parameters cast to --param-dtype."""
+    return LanguageModel(cfg, ops).to(getattr(torch, param_dtype))
 
 
 def autocast(dtype: str):
@@ -587,7 +624,7 @@ def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
     """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line."""
     args.resume = resume_folder(args.resume)
     ckpt = torch.load(args.resume / CHECKPOINT, map_location="cpu", weights_only=True)
-    saved = dict(ckpt["args"])
+    saved = {"param_dtype": "float32", **ckpt["args"]}  # checkpoints from before --param-dtype
     for key in RESUMABLE:
         if key in args.given:
             saved[key] = getattr(args, key)
@@ -621,7 +658,7 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     ops = make_ops(args.baseline)
     torch.manual_seed(args.seed)  # the same initial weights on both paths
     cfg = model_config(args, data)
-    model = parallel.wrap(LanguageModel(cfg, ops))
+    model = parallel.wrap(build_model(cfg, ops, args.param_dtype))
     opt = make_optimizer(model, args.lr)
     parallel.track_optimizer(opt)
     completed = 0
@@ -635,7 +672,7 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     tokens_per_step = args.batch_size * args.context
     print(f"[{ops.name}] {count_parameters(model) / 1e6:.2f}M parameters, vocabulary {cfg.vocab}, "
           f"{len(data.train)} training / {len(data.val)} validation tokens, {tokens_per_step} tokens per "
-          f"step, {args.dtype}, {torch.get_num_threads()} threads", flush=True)
+          f"step, {args.dtype}, {args.param_dtype} parameters, {torch.get_num_threads()} threads", flush=True)
 
     from tqdm import tqdm
     if completed == 0:
@@ -684,7 +721,7 @@ def train_step(model: LanguageModel, opt: torch.optim.Optimizer, batch, lr: floa
     with autocast(dtype):
         loss = model(x, y)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    model.ops.clip_grads(model.parameters(), MAX_GRAD_NORM)
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss.item(), (time.perf_counter() - start) * 1e3
@@ -700,7 +737,7 @@ def summarize(args, path: str, params: int, vocab: int, step_ms: List[float], to
     tail = train_losses[-10:] or [float("nan")]
     return {"path": path, "parameters": params, "vocab": vocab, "steps": completed,
             "tokens_per_step": tokens_per_step,
-            "dtype": args.dtype, "threads": torch.get_num_threads(), "ms_per_step": ms,
+            "dtype": args.dtype, "param_dtype": args.param_dtype, "threads": torch.get_num_threads(), "ms_per_step": ms,
             "tokens_per_s": tokens_per_step / (ms / 1e3), "peak_memory_mib": peak_mib,
             "final_train_loss": sum(tail) / len(tail), "first_val_loss": vals[0] if vals else None,
             "final_val_loss": vals[-1] if vals else None}
@@ -717,7 +754,7 @@ def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> 
 # --compare: each path in a fresh process (clean peak memory), then the plot and the table
 # ----------------------------------------------------------------------------------------------------
 
-FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "threads", "seed", "eval_interval", "eval_batches",
+FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "threads", "seed", "eval_interval", "eval_batches",
              "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
              "sample_tokens")
 
@@ -741,7 +778,7 @@ def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dic
     runs = {}
     for path in PATHS:
         torch.manual_seed(args.seed)
-        model = LanguageModel(cfg, make_ops(path == "pytorch"))
+        model = build_model(cfg, make_ops(path == "pytorch"), args.param_dtype)
         runs[path] = (model, make_optimizer(model, args.lr))
     times: Dict[str, List[float]] = {path: [] for path in PATHS}
     with num_threads(args.threads):
@@ -809,7 +846,8 @@ def summary_table(s: Dict[str, Dict]) -> str:
          f"{abs(t['final_val_loss'] / b['final_val_loss'] - 1):.2%} apart"),
     ]
     head = (f"{t['parameters'] / 1e6:.2f}M parameters, vocabulary {t['vocab']}, {t['steps']} steps x "
-            f"{tokens} tokens, {t['dtype']}, {t['threads']} threads\n\n")
+            f"{tokens} tokens, {t['dtype']}, {t.get('param_dtype', 'float32')} parameters, "
+            f"{t['threads']} threads\n\n")
     lines = ["| | tilegrad | PyTorch | tilegrad vs PyTorch |", "|---|---:|---:|---|"]
     lines += [f"| {name} | {a} | {c} | {r} |" for name, a, c, r in rows]
     return head + "\n".join(lines)

@@ -308,6 +308,11 @@ class DataParallel(nn.Module):
     def inner(self) -> nn.Module:
         return self.ddp.module
 
+    @property
+    def ops(self):
+        """The path's ops (train_lm's optimizer and gradient clipping come from them)."""
+        return self.inner.ops
+
     def forward(self, ids: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return self._evaluate(ids, target)

@@ -21,6 +21,8 @@ from reference.cross_entropy import cross_entropy_loss as ref_forward
 from reference.cross_entropy import cross_entropy_loss_grad as ref_grad
 from reference.embedding import assert_embedding_close as emb_check
 from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, loss_grad, online_max_sum
+from reference import rms_norm as rms_ref
+from reference import swi_glu as swiglu_ref
 from reference.silu import assert_silu_close
 
 settings.register_profile("ci", max_examples=25, deadline=None, database=None, derandomize=True,
@@ -413,3 +415,83 @@ def test_odd_argument_values_raise_documented_errors(value, which):
         assert "incompatible function arguments" not in str(err)
         if isinstance(err, TypeError):
             assert repr(value) in str(err), str(err)
+
+
+# ---- rms_norm / rms_norm_grad -------------------------------------------------------------------
+
+@given(data=st.data(), lead=shapes(max_dims=3, max_size=24), norm=shapes(min_dims=1, max_dims=2, max_side=9),
+       nthreads=thread_counts)
+def test_rms_norm_and_grad(data, lead, norm, nthreads):
+    """gamma over the trailing dims `norm`; every layout of x / gamma / dy and the outputs."""
+    assume(0 not in norm)
+    tg.set_num_threads(nthreads)
+    shape = list(lead) + list(norm)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    gamma_dtype = data.draw(st.sampled_from([dtype, F32]))
+    x = make_input(data, shape, dtype, data.draw(layout(shape)))
+    g = make_input(data, norm, gamma_dtype, data.draw(layout(norm)), 0.5, 2)
+    y, ybuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    rstd_shape = list(lead) + [1] * len(norm)
+    rstd, rbuf = guarded(rstd_shape, F32, data.draw(layout(rstd_shape, allow_zero_stride=False)))
+    eps = data.draw(st.sampled_from([1e-6, 1e-5, 0.1]))
+    before = snapshot([x, g])
+    result, err = run_documented(lambda: tg.rms_norm(x, g, eps, out=y, rstd_out=rstd))
+    assert_unchanged(before, [x, g])
+    assert err is None, err
+    assert result[0] is y and result[1] is rstd
+    yr, rr, ys = rms_ref.rms_norm_ref(x, g, eps)
+    rms_ref.assert_close(y, yr, ys, rms_ref.Y_ULPS)
+    rms_ref.assert_close(rstd, rr, rr, rms_ref.RSTD_ULPS)
+    assert_guard_intact(y, ybuf)
+    assert_guard_intact(rstd, rbuf)
+
+    dy = make_input(data, shape, dtype, data.draw(layout(shape)))
+    dx, dxbuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    dgamma, dgbuf = guarded(norm, F32, data.draw(layout(norm, allow_zero_stride=False)))
+    before = snapshot([dy, x, rstd, g])
+    result, err = run_documented(lambda: tg.rms_norm_grad(dy, x, rstd, g, out=dx, dgamma_out=dgamma))
+    assert_unchanged(before, [dy, x, rstd, g])
+    assert err is None, err
+    dxr, dgr, dxs, dgs = rms_ref.rms_norm_grad_ref(dy, x, rstd, g)
+    rms_ref.assert_close(dx, dxr, dxs, rms_ref.DX_ULPS)
+    if x.size == 0:  # no rows: dgamma is NaN (the vendor's 950 behaviour), never a silent zero
+        assert np.isnan(dgamma).all()
+    else:
+        assert (np.abs(dgamma - dgr) <= rms_ref.DGAMMA_REL * dgs + 1e-30).all()
+    assert_guard_intact(dx, dxbuf)
+    assert_guard_intact(dgamma, dgbuf)
+
+
+# ---- swi_glu / swi_glu_grad ---------------------------------------------------------------------
+
+@given(data=st.data(), shape=shapes(min_dims=1, max_dims=4, max_size=48), nthreads=thread_counts)
+def test_swi_glu_and_grad(data, shape, nthreads):
+    """x doubled along a drawn dim (an odd size there must be refused); every layout."""
+    tg.set_num_threads(nthreads)
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    odd = data.draw(st.integers(0, 5)) == 0
+    x_shape = list(shape)
+    x_shape[dim] = 2 * x_shape[dim] + (1 if odd else 0)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    x = make_input(data, x_shape, dtype, data.draw(layout(x_shape)))
+    out, buf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    before = snapshot([x])
+    result, err = run_documented(lambda: tg.swi_glu(x, dim, out=out))
+    assert_unchanged(before, [x])
+    if odd:
+        assert isinstance(err, ValueError) and "must be even" in str(err)
+        assert_guard_intact(out, buf)
+        return
+    assert err is None, err
+    assert result is out
+    swiglu_ref.assert_close(out, *swiglu_ref.swi_glu_ref(x, dim))
+    assert_guard_intact(out, buf)
+
+    dy = make_input(data, shape, dtype, data.draw(layout(shape)))
+    dx, dxbuf = guarded(x_shape, dtype, data.draw(layout(x_shape, allow_zero_stride=False)))
+    before = snapshot([dy, x])
+    result, err = run_documented(lambda: tg.swi_glu_grad(dy, x, dim, out=dx))
+    assert_unchanged(before, [dy, x])
+    assert err is None, err
+    swiglu_ref.assert_close(dx, *swiglu_ref.swi_glu_grad_ref(dy, x, dim))
+    assert_guard_intact(dx, dxbuf)

@@ -53,7 +53,7 @@ def test_grad_blocks_independent_of_threads(rows, cols):
         t = bwd(rows, cols, threads)
         assert (t["num_tiles"], t["block_rows"], t["workspace_bytes"]) == (
             base["num_tiles"], base["block_rows"], base["workspace_bytes"])
-        assert 1 <= t["threads"] <= max(1, min(threads, t["num_tiles"]))
+        assert 1 <= t["tile_threads"] <= max(1, min(threads, t["num_tiles"]))
     rb = _core._row_blocks(rows, cols)
     assert (base["num_tiles"], base["block_rows"]) == (rb["num_blocks"], rb["block_rows"])
     if rows:

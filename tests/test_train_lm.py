@@ -124,20 +124,81 @@ def test_resume_of_a_compare_folder_continues_its_tilegrad_run(compare_run, tmp_
         train_lm.main(["--resume", str(tmp_path / "empty")])
 
 
-def test_bfloat16_autocast_first_steps_match(compare_run):
-    """Under CPU bf16 autocast both paths run the LM head in bf16; their first losses agree to bf16 rounding."""
+def tiny_model(baseline: bool, param_dtype: str = "float32"):
+    cfg = train_lm.ModelConfig(vocab=300, context=16, dim=32, layers=1, heads=2, ffn_dim=64, tie=True)
+    torch.manual_seed(0)
+    return train_lm.build_model(cfg, train_lm.make_ops(baseline), param_dtype)
+
+
+@pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
+def test_each_path_steps_with_its_own_adamw_and_clip(param_dtype):
+    """tilegrad: tgt.optim.AdamW with the clip fused in (and fp32 masters for bf16 params); PyTorch:
+    clip_grad_norm_ then torch.optim.AdamW(fused=True) (bf16 moments for bf16 params)."""
+    import tilegrad.torch as tgt
+    ours = train_lm.make_optimizer(tiny_model(False, param_dtype), 1e-3)
+    assert isinstance(ours, tgt.optim.AdamW) and ours.max_grad_norm == train_lm.MAX_GRAD_NORM == 1.0
+    assert ours.master_weights == (param_dtype == "bfloat16")
+    theirs = train_lm.make_optimizer(tiny_model(True, param_dtype), 1e-3)
+    assert type(theirs) is torch.optim.AdamW and theirs.defaults["fused"] is True
+    assert [g["weight_decay"] for g in ours.param_groups] == [g["weight_decay"] for g in theirs.param_groups]
+
+
+def test_tilegrad_step_clips_like_clip_grad_norm():
+    """The same gradients, their norm far above 1 and different at each step (so that skipping or
+    misplacing the clip changes Adam's moments): the tilegrad path's step gives the baseline's."""
+    models = {b: tiny_model(b) for b in (False, True)}
+    opts = {b: train_lm.make_optimizer(m, 1e-2) for b, m in models.items()}
+    gen = torch.Generator().manual_seed(1)
+    for step in range(3):
+        grads = [torch.randn(p.shape, generator=gen) * 10 ** step for p in models[False].parameters()]
+        for baseline, model in models.items():
+            for p, g in zip(model.parameters(), grads):
+                p.grad = g.clone()
+            model.ops.clip_grads(model.parameters(), train_lm.MAX_GRAD_NORM)
+            opts[baseline].step()
+    assert opts[False].last_grad_norm > 100  # the fused norm, before clipping
+    ours, theirs = (dict(models[b].named_parameters()) for b in (False, True))
+    for name, p in ours.items():
+        torch.testing.assert_close(p, theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("flag, value", [("--dtype", "bfloat16"), ("--param-dtype", "bfloat16")])
+def test_bfloat16_first_steps_match(compare_run, flag, value):
+    """bf16 autocast, or bf16 parameters (tilegrad: fp32 masters; torch: bf16 AdamW): the first
+    losses of both paths agree to bf16 rounding."""
     _, cache, _ = compare_run
-    args = train_lm.parse_args(["--quick", "--cache-dir", str(cache), "--dtype", "bfloat16"])
+    args = train_lm.parse_args(["--quick", "--cache-dir", str(cache), flag, value])
     data = train_lm.prepare_data(None, args.vocab, cache)
     cfg = train_lm.model_config(args, data)
     losses = {}
     for baseline in (False, True):
         torch.manual_seed(0)
-        model = train_lm.LanguageModel(cfg, train_lm.make_ops(baseline))
+        model = train_lm.build_model(cfg, train_lm.make_ops(baseline), args.param_dtype)
         opt = train_lm.make_optimizer(model, args.lr)
         batches = [train_lm.train_batch(data.train, s, 0, args.batch_size, args.context) for s in range(3)]
-        losses[baseline] = [train_lm.train_step(model, opt, b, args.lr, "bfloat16")[0] for b in batches]
+        losses[baseline] = [train_lm.train_step(model, opt, b, args.lr, args.dtype)[0] for b in batches]
     assert losses[False] == pytest.approx(losses[True], rel=2e-2)
+
+
+def test_bfloat16_parameters_resume_with_their_master_weights(compare_run, tmp_path):
+    """--param-dtype bfloat16: the checkpoint holds bf16 params and the optimizer's fp32 masters and
+    moments, so a resumed run continues with the uninterrupted run's losses."""
+    _, cache, _ = compare_run
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--param-dtype", "bfloat16",
+              "--steps", "12", "--eval-interval", "6"]
+    whole = train_lm.main(common + ["--out", str(tmp_path / "whole")])
+    assert whole["param_dtype"] == "bfloat16" and whole["final_val_loss"] < whole["first_val_loss"] - 0.3
+    train_lm.main(common + ["--out", str(tmp_path / "part"), "--stop-at", "6"])
+    ckpt = torch.load(tmp_path / "part" / train_lm.CHECKPOINT, weights_only=True)
+    assert {t.dtype for t in ckpt["model"].values() if t.is_floating_point()} == {torch.bfloat16}
+    state = next(iter(ckpt["optimizer"]["state"].values()))
+    assert state["master_param"].dtype == state["exp_avg"].dtype == torch.float32
+    train_lm.main(["--resume", str(tmp_path / "part"), "--sample-tokens", "0"])
+    for kind in ("train_loss", "val_loss"):
+        got = records(tmp_path / "part" / train_lm.LOG, kind)
+        want = records(tmp_path / "whole" / train_lm.LOG, kind)
+        assert [s for s, _ in got] == [s for s, _ in want]
+        assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6, abs=1e-6)
 
 
 def test_ctrl_c_requests_a_stop_between_steps():

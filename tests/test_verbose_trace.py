@@ -249,6 +249,59 @@ def test_embedding_dense_backward_lines():
     """)
 
 
+def test_rms_norm_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 5, 48)).astype(np.float32)
+    g = rng.standard_normal(48).astype(np.float32)
+    y, rstd = tg.rms_norm(x, g, 1e-6)
+    expect("aclnnRmsNorm", {"x": x, "gamma": g, "yOut": y, "rstdOut": rstd},
+           _core._rms_norm_tiling(30, 48, 4, False, True, 2, **CACHES))
+    dx, dg = tg.rms_norm_grad(x, x, rstd, g)
+    expect("aclnnRmsNormGrad", {"dy": x, "x": x, "rstd": rstd, "gamma": g, "dxOut": dx, "dgammaOut": dg},
+           _core._rms_norm_grad_tiling(30, 48, 4, False, True, 2, **CACHES))
+    xb = x.astype(BF16)[:, :, ::2]  # a strided view: packed rows
+    gb = g[::2].astype(BF16)
+    y, rstd = tg.rms_norm(xb, gb, 1e-5)
+    expect("aclnnRmsNorm", {"x": xb, "gamma": gb, "yOut": y, "rstdOut": rstd},
+           _core._rms_norm_tiling(30, 24, 2, True, True, 2, **CACHES))
+    """)
+
+
+def test_swi_glu_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7, 2 * 96)).astype(np.float32)
+    y = tg.swi_glu(x)
+    expect("aclnnSwiGlu", {"x": x, "out": y}, _core._swi_glu_tiling(y.size, 12, True, 2, **CACHES), dim=-1)
+    xb = x.astype(BF16).reshape(14, 96)
+    dy = np.ones((7, 96), BF16)
+    dx = tg.swi_glu_grad(dy, xb, 0)
+    expect("aclnnSwiGluGrad", {"yGrad": dy, "x": xb, "out": dx}, _core._swi_glu_tiling(dy.size, 10, True, 2, **CACHES),
+           dim=0)
+    """)
+
+
+def test_rotary_position_embedding_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4, 128)).astype(np.float32)  # (B, N, S, D), cos / sin (B, 1, S, D)
+    cos = rng.standard_normal((2, 1, 4, 128)).astype(np.float32)
+    sin = rng.standard_normal((2, 1, 4, 128)).astype(np.float32)
+    y = tg.rotary_position_embedding(x, cos, sin, 0)
+    aligned = y.ctypes.data % 64 == 0
+    expect("aclnnRotaryPositionEmbedding", {"x": x, "cos": cos, "sin": sin, "out": y},
+           _core._rotary_position_embedding_tiling((2, 3, 4), (2, 1, 4), 128, 0, 4, aligned, 2, **CACHES),
+           direct_rows=True)
+    dx, dcos, dsin = tg.rotary_position_embedding_grad(y, cos, sin, x, 1)
+    aligned = dx.ctypes.data % 64 == 0
+    expect("aclnnRotaryPositionEmbeddingGrad",
+           {"dy": y, "cos": cos, "sin": sin, "xOptional": x, "dxOut": dx, "dcosOut": dcos, "dsinOut": dsin},
+           _core._rotary_position_embedding_grad_tiling((2, 3, 4), (2, 1, 4), 128, 1, 4, True, aligned, 2,
+                                                        **CACHES), direct_rows=True)
+    """)
+
+
 def test_vocabulary_parallel_flce_lines():
     lines = run_and_check("""
     from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan

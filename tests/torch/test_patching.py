@@ -438,6 +438,32 @@ def test_hf_causal_lm_bfloat16_loss_and_gradients_match_torch():
     assert (g_got - g_want).abs().max() <= 2 ** -6 * g_want.abs().max()
 
 
+BF16_LOSS_RTOL = 3e-2  # 20 bf16 steps: a few bf16 ulps (2^-8 relative each) of the loss
+
+
+@pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
+@pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
+def test_hf_causal_lm_bfloat16_training_follows_torch(model_type):
+    """bfloat16 weights, 20 AdamW steps: the patched model's losses stay within bf16 tolerance of the
+    unpatched model's. The roundings that differ: Hugging Face's RMSNorm rounds x * rstd to bf16 and
+    then the product with the weight (twice), tilegrad's rounds once; the SwiGLU composite rounds
+    silu(gate) before multiplying by up, tilegrad's silu_mul once; the rotate-half composite rounds
+    q * cos and rotate_half(q) * sin before adding them, tilegrad's RoPE once; the fused loss keeps
+    the logits in fp32."""
+    reference = tiny_causal_lm(model_type, dtype=torch.bfloat16)
+    patched = tiny_causal_lm(model_type, dtype=torch.bfloat16)
+    patched.load_state_dict(reference.state_dict())
+    patch(patched)
+    reference.train()
+    patched.train()
+    want = train(reference, forward=hf_forward)
+    got = train(patched, forward=hf_forward)
+    assert len(got) == len(want) == STEPS
+    for step, (a, b) in enumerate(zip(got, want)):
+        assert abs(a - b) <= BF16_LOSS_RTOL * abs(b), f"step {step}: patched {a} vs torch {b}"
+    assert want[-1] < want[0] and got[-1] < got[0]
+
+
 def test_patching_an_inner_causal_lm_then_its_container_does_not_stack():
     """A causal LM patched on its own, then inside a container: one fused forward, and the fallback
     path (eval) still reaches the model's own forward. unpatch(container) undoes every patch inside

@@ -33,7 +33,7 @@ void RmsNormGradTiling::describe(core::FieldVisitor& v) const {
             {"cols", cols},
             {"num_tiles", blocks.num_blocks},
             {"block_rows", blocks.block_rows},
-            {"threads", threads},
+            {"tile_threads", threads},  // not "threads": the launch prints the thread count in force
             {"pack_rows", pack_rows},
             {"streaming_stores", streaming_stores},
             {"workspace_bytes", workspace_bytes},

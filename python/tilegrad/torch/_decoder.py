@@ -44,7 +44,7 @@ _TORCH_RMS_NORM = F.rms_norm
 
 # Below these sizes (input elements) torch's composite is faster forward+backward through autograd
 # than a tilegrad call (its fixed cost: the autograd.Function node and the hand-off), so the
-# functions take it there. Measured with benchmarks/bench_torch_decoder.py --crossover (1 thread,
+# functions take it there. Measured with benchmarks/bench_decoder.py --crossover (1 thread,
 # process CPU time, tilegrad / torch at 1K..256K elements); the README lists them.
 CROSSOVER = {
     "rms_norm": {torch.float32: 0, torch.float16: 8192, torch.bfloat16: 8192},

@@ -1,8 +1,10 @@
 """The decoder-block functions through autograd: tilegrad.torch vs PyTorch eager vs torch.compile of
 the same PyTorch code, forward + backward, same inputs, one process, contenders interleaved.
 
-    python benchmarks/bench_torch_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile]
-    python benchmarks/bench_torch_decoder.py --crossover     # small sizes: where torch's composite wins
+    python benchmarks/bench_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile] [--dtypes fp32,bf16]
+                                       [--threads N]
+    python benchmarks/bench_decoder.py --crossover     # small sizes: where torch's composite wins
+    python benchmarks/bench_decoder.py --kernel-cpu-time   # kernels alone in CPU time vs the DRAM probe
 
 Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
 
@@ -13,7 +15,17 @@ Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
 
 Each contender computes the output and autograd's gradients of every input that requires one
 (``torch.autograd.grad`` with a fixed upstream gradient). Also printed: the bytes each saves for
-backward (``torch.autograd.graph.saved_tensors_hooks``), tilegrad vs the composite.
+backward (``torch.autograd.graph.saved_tensors_hooks``), tilegrad vs the composite, and tilegrad's
+share of the machine's DRAM bandwidth for the case's compulsory traffic (forward + backward):
+
+- RMSNorm: x read twice, y written, dy read, dx written: 5 tensors (rstd and gamma are negligible)
+- silu_mul: gate and up read twice, out written, dy read, dgate and dup written: 8 tensors
+- RoPE: q and k read, written, their gradients read and written (4 tensors each), cos and sin read
+  once per pass (4 tables of batch x seq x head_dim)
+
+The bandwidth is measured in the same run, interleaved with the contenders of every case: out = a + b
+on float32 with all threads and non-temporal stores (``tilegrad._core._bandwidth_probe``, as
+bench_silu_backward.py does) on 64 MiB arrays (above the 32 MiB L3), 12 bytes per element.
 """
 
 import argparse
@@ -21,13 +33,17 @@ import os
 import sys
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import compare, parse_args, print_table  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
+from tilegrad import _core  # noqa: E402
 from tilegrad.torch import _decoder  # noqa: E402
 
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
@@ -76,16 +92,38 @@ def saved_bytes(fn, inputs):
     return total
 
 
-def case(label, params, ours, theirs, inputs, upstream, reps, use_compile, target):
+class BandwidthProbe:
+    """out = a + b over three 64 MiB float32 arrays: the machine's DRAM read+write bandwidth."""
+
+    ELEMENTS = 16 << 20
+
+    def __init__(self) -> None:
+        self.a, self.b, self.out = (np.full(self.ELEMENTS, v, dtype=np.float32) for v in (1.0, 2.0, 0.0))
+
+    def __call__(self) -> None:
+        _core._bandwidth_probe(self.out, self.a, self.b, True)
+
+    def gbps(self, seconds: float) -> float:
+        return 12 * self.ELEMENTS / seconds / 1e9
+
+
+def case(label, params, ours, theirs, inputs, upstream, reps, use_compile, target, traffic, probe):
+    """One row: the contenders (and the bandwidth probe) interleaved; `traffic` is the case's
+    compulsory bytes for forward + backward."""
     contenders = {"torch": grad_run(theirs, inputs, upstream), "tilegrad": grad_run(ours, inputs, upstream)}
     if use_compile:
         contenders["torch.compile"] = grad_run(torch.compile(theirs, dynamic=False), inputs, upstream)
+    contenders["bandwidth probe"] = probe
     row = compare(label, contenders, baseline="torch", reps=reps, params=params)
+    t = row["times"]
+    dram = probe.gbps(t.pop("bandwidth probe"))
+    ours_gbps = traffic / t["tilegrad"] / 1e9
     ours_saved, theirs_saved = saved_bytes(ours, inputs), saved_bytes(theirs, inputs)
-    row["extra"] = {"target": target, "saved MiB tilegrad / torch": f"{ours_saved / 2**20:.1f} / {theirs_saved / 2**20:.1f}"}
+    row["extra"] = {"target": target}
     if use_compile:
-        t = row["times"]
         row["extra"]["tilegrad vs compile"] = f"{t['torch.compile'] / t['tilegrad']:.2f}x"
+    row["extra"]["saved MiB tilegrad / torch"] = f"{ours_saved / 2**20:.1f} / {theirs_saved / 2**20:.1f}"
+    row["extra"]["tilegrad GB/s (% of DRAM)"] = f"{ours_gbps:.1f} ({100 * ours_gbps / dram:.0f}% of {dram:.1f})"
     return row
 
 
@@ -127,35 +165,91 @@ def crossover_table() -> None:
             print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
 
 
+def kernel_cpu_time_table(reps: int = 7) -> None:
+    """The kernels alone (NumPy API, preallocated outputs) and the bandwidth probe, interleaved, in
+    process CPU time (min of `reps`): on a loaded machine the wall time of a 40 ms call includes other
+    processes' time slices, its CPU time does not. One thread: the time is the kernel's own."""
+    import ml_dtypes
+
+    torch.set_num_threads(1)
+    tilegrad.set_num_threads(1)
+    probe = BandwidthProbe()
+    rng = np.random.default_rng(0)
+    print("| dtype | kernel | CPU ms | GB/s | share of the probe |\n|---|---|---|---|---|")
+    for dtype in (np.float32, ml_dtypes.bfloat16):
+        x = rng.standard_normal((4096, 2048)).astype(dtype)
+        g, dy = np.ones(2048, dtype), x.copy()
+        y, dx = np.empty_like(x), np.empty_like(x)
+        rstd, dg = np.empty((4096, 1), np.float32), np.empty(2048, np.float32)
+        gate = rng.standard_normal((4096, 5632)).astype(dtype)
+        up, dh, h, d_gate, d_up = gate.copy(), gate.copy(), np.empty_like(gate), np.empty_like(gate), np.empty_like(gate)
+        es = x.itemsize
+        kernels = {  # name: (call, compulsory bytes)
+            "rms_norm": (lambda: tilegrad.rms_norm(x, g, 1e-6, out=y, rstd_out=rstd), 2 * x.size * es),
+            "rms_norm_grad": (lambda: tilegrad.rms_norm_grad(dy, x, rstd, g, out=dx, dgamma_out=dg), 3 * x.size * es),
+            "silu_mul": (lambda: tilegrad.silu_mul(gate, up, out=h), 3 * gate.size * es),
+            "silu_mul_grad": (lambda: tilegrad.silu_mul_grad(dh, gate, up, out=(d_gate, d_up)), 5 * gate.size * es),
+        }
+        calls = {name: fn for name, (fn, _) in kernels.items()}
+        calls["probe"] = probe
+        best = {name: float("inf") for name in calls}
+        for fn in calls.values():
+            fn()
+        for _ in range(reps):
+            for name, fn in calls.items():
+                t0 = time.process_time()
+                fn()
+                best[name] = min(best[name], time.process_time() - t0)
+        dram = probe.gbps(best["probe"])
+        for name, (_, nbytes) in kernels.items():
+            gbps = nbytes / best[name] / 1e9
+            print(f"| {np.dtype(dtype).name} | {name} | {best[name] * 1e3:.1f} | {gbps:.1f} | "
+                  f"{100 * gbps / dram:.0f}% of {dram:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
     parser.add_argument("--crossover", action="store_true", help="the small-size table behind _decoder.CROSSOVER")
-    args = parse_args(parser, benchmark="torch_decoder")
+    parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
+    parser.add_argument("--kernel-cpu-time", action="store_true",
+                        help="the kernels alone in process CPU time vs the bandwidth probe (1 thread)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch and tilegrad threads, the bandwidth probe's too (default: torch's)")
+    args = parse_args(parser, benchmark="decoder")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tilegrad.set_num_threads(torch.get_num_threads())  # the probe calls the core directly
     if args.crossover:
         crossover_table()
+        return
+    if args.kernel_cpu_time:
+        kernel_cpu_time_table()
         return
     scale = 8 if args.quick else 1
     use_compile = not args.no_compile
     g = torch.Generator().manual_seed(0)
+    probe = BandwidthProbe()
     rows = []
-    for dtype in (torch.float32, torch.bfloat16):
+    wanted = args.dtypes.split(",")
+    for dtype in (d for d in (torch.float32, torch.bfloat16) if NAMES[d] in wanted):
         name = NAMES[dtype]
+        es = torch.empty((), dtype=dtype).element_size()
         n, d = 4096 // scale, 2048
         x = torch.randn(n, d, generator=g).to(dtype).requires_grad_()
         w = (1 + 0.1 * torch.randn(d, generator=g)).to(dtype).requires_grad_()
         rows.append(case(f"rms_norm {name} {n}x{d}", {"op": "rms_norm", "n": n, "d": d, "dtype": name},
                          lambda a, b: tgt.rms_norm(a, b.shape, b, 1e-6), torch_rms_norm, [x, w],
                          (torch.randn(n, d, generator=g).to(dtype),), args.reps, use_compile,
-                         ">= 5x fp32, >= 10x bf16; >= 1.3x compile"))
+                         ">= 5x fp32, >= 10x bf16; >= 1.3x compile", 5 * n * d * es, probe))
         n, f = 4096 // scale, 5632
         gate = torch.randn(n, f, generator=g).to(dtype).requires_grad_()
         up = torch.randn(n, f, generator=g).to(dtype).requires_grad_()
         rows.append(case(f"silu_mul {name} {n}x{f}", {"op": "silu_mul", "n": n, "f": f, "dtype": name},
                          tgt.silu_mul, torch_silu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
-                         args.reps, use_compile, ">= 2x; >= 1.3x compile"))
+                         args.reps, use_compile, ">= 2x; >= 1.3x compile", 8 * n * f * es, probe))
         b, s, hq, hkv, hd = 4, 1024 // scale, 16, 4, 128
         # (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim) projections, as Llama makes them
         q = torch.randn(b, s, hq, hd, generator=g).to(dtype).transpose(1, 2).requires_grad_()
@@ -166,7 +260,8 @@ def main() -> None:
         rows.append(case(f"rope q+k {name} b{b} s{s} {hq}/{hkv} heads d{hd}",
                          {"op": "rope", "b": b, "s": s, "hq": hq, "hkv": hkv, "d": hd, "dtype": name},
                          lambda q_, k_, c, s_: tgt.apply_rotary_pos_emb(q_, k_, c, s_), hf_rope, [q, k, cos, sin],
-                         upstream, args.reps, use_compile, ">= 3x; >= 1.3x compile"))
+                         upstream, args.reps, use_compile, ">= 3x; >= 1.3x compile",
+                         (4 * (q.numel() + k.numel()) + 4 * cos.numel()) * es, probe))
     print_table(rows, title=f"decoder block through autograd, {torch.get_num_threads()} threads")
 
 
