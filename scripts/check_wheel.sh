@@ -6,8 +6,8 @@
 #   2. `python -m tilegrad` (from outside the source tree);
 #   3. the compiler back: the C++ route, examples/cpp configured with find_package(tilegrad) from the
 #      installed wheel, built and run;
-#   4. the test suite against the installed wheel: tests/, examples/ and pyproject.toml (the version
-#      the tests expect) copied out of the source tree,
+#   4. the test suite against the installed wheel: tests/, examples/, scripts/, README.md and
+#      pyproject.toml (the version the tests expect) copied out of the source tree,
 #      pytest run there (rootdir outside the tree), after checking that `import tilegrad` is the wheel;
 #   5. with torch installed in the venv (torch==2.13.0, the CPU build, and the torch extra; not with
 #      --no-torch, which leaves the torch tests to skip):
@@ -74,7 +74,8 @@ else
 fi
 
 step "C++ route: examples/cpp with find_package(tilegrad) from the installed wheel"
-cp -r "$root/examples" "$root/tests" "$root/pyproject.toml" "$work/"  # pyproject: the version's source
+# pyproject: the version's source; README + scripts: the drop-in symbol table the tests check
+cp -r "$root/examples" "$root/tests" "$root/scripts" "$root/pyproject.toml" "$root/README.md" "$work/"
 cmake_dir=$(cd "$work" && "$vpython" -m tilegrad --cmake-dir)
 [[ "$cmake_dir" == "$venv/"* ]] || { echo "FAIL: cmake dir $cmake_dir is not the wheel's"; exit 1; }
 "$venv/bin/cmake" -S "$work/examples/cpp" -B "$work/build-example" -G Ninja \
