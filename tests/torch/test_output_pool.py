@@ -5,6 +5,7 @@ releases its unused buffers on demand (tilegrad.torch.empty_cache) and under mem
 results equal torch's."""
 
 import gc
+import os
 import threading
 
 import numpy as np
@@ -21,6 +22,12 @@ MB = 1 << 20
 
 def _tensor_from(pool, nbytes, dtype=torch.float32):
     return torch.from_numpy(pool.take(nbytes)).view(dtype)
+
+
+# Under AddressSanitizer (.ci/run preloads it) freed memory waits in ASan's quarantine instead of going
+# back to the system, so the resident-size checks hold only with the ordinary allocator; the pool's own
+# byte counts are checked either way.
+RSS_REFLECTS_FREES = "libasan" not in os.environ.get("LD_PRELOAD", "")
 
 
 def _rss_bytes():
@@ -89,7 +96,8 @@ def test_varying_shapes_keep_the_pool_and_rss_bounded(fresh_pool):
     _tensor._trim_malloc()
     # The process grew by less than the pool's bound plus slack for the allocator (with exact-size
     # matching and the old 2 GiB bound: one buffer per shape, ~600 MB here).
-    assert _rss_bytes() - rss_before < (64 + 64) * MB
+    if RSS_REFLECTS_FREES:
+        assert _rss_bytes() - rss_before < (64 + 64) * MB
 
 
 def test_empty_cache_releases_unused_buffers_to_the_system(fresh_pool):
@@ -107,7 +115,8 @@ def test_empty_cache_releases_unused_buffers_to_the_system(fresh_pool):
     freed = tgt.empty_cache()
     assert freed >= 128 * MB
     assert pool.pooled_bytes() <= 8 * MB * 1.125  # only `held`'s buffer stays
-    assert rss_full - _rss_bytes() >= 0.9 * freed  # really given back, not just forgotten
+    if RSS_REFLECTS_FREES:
+        assert rss_full - _rss_bytes() >= 0.9 * freed  # really given back, not just forgotten
     torch.testing.assert_close(held, torch.ops.aten.silu_backward(torch.ones_like(x_held), x_held))
     assert tgt.empty_cache() == 0  # nothing left to release
 
