@@ -1,6 +1,7 @@
 """tilegrad.torch vs torch eager: forward + backward through autograd, same inputs, one process.
 
     python benchmarks/bench_torch.py [--quick] [--reps N] [--json PATH]
+    python benchmarks/bench_torch.py --interleaved  # the README's table: tilegrad and torch alternating
 
 Each contender computes the loss (or output) and its gradient with ``torch.autograd.grad`` (autograd
 allocates the gradient, so there is no reused-output mode); times are the minimum over repetitions,
@@ -25,11 +26,12 @@ touch of a 1 GB output then costs more than the kernel. Run once plain and once 
 import argparse
 import gc
 import os
+import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, parse_args, print_table  # noqa: E402
+from _harness import compare, parse_args, print_table, record  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -191,6 +193,71 @@ def interleaving(reps):
             "interleaved ms": times["pair"] * 1e3, "slowdown %": (times["pair"] / alone - 1) * 100}
 
 
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def interleaved(label, tilegrad_call, torch_call, reps, params, target):
+    """tilegrad's call, then torch's, alternating in one process (never the same call twice in a row, as
+    in a training step that mixes tilegrad and torch ops), each timed on its own: min of ``reps``, and the
+    minor page faults of each call (fresh memory touched: the cost the output pool removes)."""
+    calls = (("tilegrad", tilegrad_call), ("torch", torch_call))
+    times = {"torch": float("inf"), "tilegrad": float("inf")}
+    faults = {"torch": 0, "tilegrad": 0}
+    for _, fn in calls:  # warm-up round, alternating too
+        fn()
+    gc.disable()
+    try:
+        for _ in range(reps):
+            for name, fn in calls:
+                f0, t0 = _minor_faults(), time.perf_counter()
+                fn()
+                elapsed, faults[name] = time.perf_counter() - t0, _minor_faults() - f0
+                times[name] = min(times[name], elapsed)
+    finally:
+        gc.enable()
+    extra = {"tilegrad faults/call": f"{faults['tilegrad']:,}", "torch faults/call": f"{faults['torch']:,}",
+             "target": target}
+    record(label, times, "torch", params={**params, "mode": "interleaved"}, extra=extra, reps=reps)
+    return {"case": label, "times": times, "baseline": "torch", "extra": extra}
+
+
+def interleaved_rows(reps, scale):
+    """The README's table: forward+backward through autograd, tilegrad and torch alternating."""
+    g = torch.Generator().manual_seed(6)
+    rows = []
+    for dtype, target in ((torch.float32, ">= 3x"), (torch.bfloat16, ">= 2.5x")):
+        n, c = 8192 // scale, 32000
+        x = (torch.randn(n, c, generator=g) * 2).to(dtype).requires_grad_()
+        t = torch.randint(0, c, (n,), generator=g)
+        name = {torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype]
+        rows.append(interleaved(f"cross_entropy {name} N={n} C={c}", grad_of(lambda: tgt.cross_entropy(x, t), x),
+                                grad_of(lambda: F.cross_entropy(x, t), x), reps,
+                                {"op": "cross_entropy", "n": n, "c": c, "dtype": name}, target))
+        del x, t
+        gc.collect()
+    vocab, dim, tokens = 32000 // scale, 4096 // scale, 8192
+    w = torch.randn(vocab, dim, generator=g).requires_grad_()
+    ids = torch.randint(0, vocab, (tokens,), generator=g)
+    up = torch.randn(tokens, dim, generator=g)
+    rows.append(interleaved(f"embedding fwd+bwd V={vocab} D={dim} tokens={tokens}",
+                            lambda: torch.autograd.grad(tgt.embedding(ids, w), w, up),
+                            lambda: torch.autograd.grad(F.embedding(ids, w), w, up), reps,
+                            {"op": "embedding", "num_weights": vocab, "dim": dim, "indices": tokens, "dtype": "fp32"},
+                            ">= 3x"))
+    del w, ids, up
+    gc.collect()
+    rows_, cols = 4096 // scale, 1024
+    x = torch.randn(rows_, cols, generator=g).requires_grad_()
+    y, wt, pw = torch.rand(rows_, cols, generator=g), torch.rand(rows_, cols, generator=g), torch.rand(cols, generator=g) * 3
+    rows.append(interleaved(f"bce_with_logits weight+pos_weight {rows_}x{cols}",
+                            grad_of(lambda: tgt.binary_cross_entropy_with_logits(x, y, wt, pos_weight=pw), x),
+                            grad_of(lambda: F.binary_cross_entropy_with_logits(x, y, wt, pos_weight=pw), x), reps,
+                            {"op": "binary_cross_entropy_with_logits", "n": rows_, "c": cols, "dtype": "fp32",
+                             "variant": "weight+pos_weight"}, ">= 2.5x"))
+    return rows
+
+
 def saved_tensors(fn, *leaves):
     """(shape, dtype, bytes, data pointer) of every tensor autograd saves while fn() runs
     (saved_tensors_hooks); a tensor saved twice (same memory) appears twice with the same pointer."""
@@ -230,6 +297,8 @@ def main():
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (tilegrad follows); "
                         "default: torch's")
+    parser.add_argument("--interleaved", action="store_true", help="only the README's table: each tilegrad call "
+                        "followed by torch's, alternating, each timed (with its minor page faults)")
     args = parse_args(parser)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -237,7 +306,11 @@ def main():
     scale = 8 if args.quick else 1
     print(f"# tilegrad.torch {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__} eager, "
           f"{torch.get_num_threads()} threads, forward+backward through autograd, min of {reps}, "
-          f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
+          f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    if args.interleaved:
+        print_table(interleaved_rows(reps, scale), "interleaved: tilegrad's call, then torch's, alternating")
+        return
 
     rows = []
     for dtype in (torch.float32, torch.bfloat16):

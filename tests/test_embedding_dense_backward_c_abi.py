@@ -98,3 +98,27 @@ def test_c_abi_errors():
         status, ws, ex = get_workspace_size(OP, c_args(t, np.zeros((0, 3), np.float32), np.zeros(0, np.int64), o2, 5))
         assert status == ACLNN_SUCCESS and ws == 0
         assert launch(OP, ex, 0) == ACLNN_SUCCESS and np.all(o2 == 0)
+
+
+def test_c_abi_truncates_float_indices_and_names_bad_ones():
+    """The vendor's contract (spec section 4): float indices truncate toward zero through the C ABI
+    (the Python entry refuses them, as torch does); NaN, inf and out-of-range floats are launch errors."""
+    rng = np.random.default_rng(12)
+    v, d = 40, 19
+    for idt in (np.float32, np.float16, np.float64):
+        idx = np.concatenate([rng.uniform(-0.99, v - 0.01, size=60), [-0.9, -0.0, 0.5, v - 0.5]]).astype(idt)
+        idx = idx[np.trunc(idx.astype(np.float64)) < v]  # fp16 rounding may reach v
+        grad = rand_grad(rng, (idx.size, d), np.float32)
+        out = np.full((v, d), np.nan, np.float32)
+        with AclTensors() as t:
+            status, ws, ex = get_workspace_size(OP, c_args(t, grad, idx, out, v, 1, True))
+            assert status == ACLNN_SUCCESS
+            assert launch(OP, ex, ws) == ACLNN_SUCCESS
+        check(out, grad, idx, v, 1, True)
+    g = np.ones((4, 3), np.float32)
+    for bad, text in ((np.nan, "nan"), (np.inf, "inf"), (-1.0, "-1"), (5.0, "5"), (-1e30, "-1e+30")):
+        with AclTensors() as t:
+            status, ws, ex = get_workspace_size(OP, c_args(t, g, np.array([0, 1, bad, 1]), np.zeros((5, 3), np.float32), 5))
+            assert status == ACLNN_SUCCESS
+            assert launch(OP, ex, ws) == ACLNN_ERR_PARAM_INVALID
+            assert last_error().endswith(f"indices[2] must be in [0, numWeights) = [0, 5), got {text}")

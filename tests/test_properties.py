@@ -215,7 +215,7 @@ def test_embedding_dense_backward(data, idx_shape, d, nthreads):
     rows = [data.draw(st.integers(0, max(v - 1, 0))) for _ in range(n)]
     if bad and n:
         rows[data.draw(st.integers(0, n - 1))] = data.draw(st.sampled_from([-1, v, v + 5]))
-    idt = data.draw(st.sampled_from([np.int64, np.int32, np.int16, np.float32, np.float64]))
+    idt = data.draw(st.sampled_from([np.int64, np.int32, np.int16]))
     if np.dtype(idt).itemsize <= 2:
         assume(max([abs(r) for r in rows] + [0]) < 2**15)
     idx_src, _ = guarded(idx_shape, idt, data.draw(layout(idx_shape, allow_zero_stride=False)))

@@ -9,6 +9,23 @@
 
 constexpr const char* kOp = "aclnnEmbeddingDenseBackward";
 
+namespace {
+
+// The C ABI takes float indices and truncates them (the vendor's contract, spec section 4), but from
+// Python that turns a bug (0.7 for row 0) into a silent wrong gradient: torch refuses float indices,
+// and so do tilegrad's NumPy entry and torch.ops.tilegrad.embedding_dense_backward.
+void require_integer_indices(const TensorView& idx) {
+  const DType d = idx.dtype;
+  if (d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kFloat64 || d == DType::kBFloat16) {
+    throw py::type_error(std::string(kOp) + ": indices must be an integer or bool array (int64, int32, int16, "
+                         "int8, uint8, bool), got " + dtype_name(d) +
+                         "; like torch (\"Expected tensor for argument 'indices' to have one of the following "
+                         "scalar types: Long, Int\"), float indices are refused instead of truncated");
+  }
+}
+
+}  // namespace
+
 void bind_embedding_dense_backward(py::module_& m) {
   m.def(
       "embedding_dense_backward",
@@ -16,6 +33,7 @@ void bind_embedding_dense_backward(py::module_& m) {
          bool scale_grad_by_freq, const py::object& out) {
         const TensorView g = py_support::view_of(grad, "grad_output");
         const TensorView idx = py_support::view_of(indices, "indices");
+        require_integer_indices(idx);
         py::object result =
             out.is_none() ? py::object(py_support::allocate(embedding_dense_backward_output_spec(g, idx, num_weights), kOp, "out"))
                           : out;

@@ -29,9 +29,9 @@ def embedding_dense_backward(grad_output: np.ndarray, indices: np.ndarray, num_w
         grad_output: gradient of the lookup's result, shape ``(*indices.shape, D)`` or any shape
             of rank 2..8 whose leading dims multiply to ``indices.size``; float32, float16 or
             bfloat16; any strides.
-        indices: the looked-up rows, rank 1..8; int64, int32, int16, int8, uint8, bool, float32,
-            float16 or float64 (floats are truncated toward zero). Every index must be in
-            ``[0, num_weights)``.
+        indices: the looked-up rows, rank 1..8; int64, int32, int16, int8, uint8 or bool. Float
+            indices are a TypeError, as in torch (the C ABI truncates them, as the vendor's does).
+            Every index must be in ``[0, num_weights)``.
         num_weights: rows of the embedding weight (``>= 0``; an int or NumPy integer).
         padding_idx: the row that gets no gradient (an int or NumPy integer in int64); ``None``
             or any value outside ``[0, num_weights)`` (e.g. -1) means none.
@@ -45,7 +45,8 @@ def embedding_dense_backward(grad_output: np.ndarray, indices: np.ndarray, num_w
     Raises:
         IndexError: an index is negative or ``>= num_weights`` (the lowest such position is named).
         ValueError: bad dtype, rank or shape; an int argument outside int64.
-        TypeError: an argument of the wrong type (e.g. ``num_weights=4.7``, ``scale_grad_by_freq='no'``).
+        TypeError: an argument of the wrong type (e.g. ``num_weights=4.7``, ``scale_grad_by_freq='no'``,
+            float ``indices``).
         MemoryError: the output or the workspace cannot be allocated (operator and size named).
 
     Deterministic: each row is summed in index order in float32, whatever the thread count.

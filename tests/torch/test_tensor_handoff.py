@@ -223,3 +223,28 @@ def test_results_do_not_depend_on_torchs_thread_count(torch_threads, dtype):
     for i, (a, b) in enumerate(zip(one, two)):
         assert torch.equal(a.view(torch.int16) if a.dtype == torch.bfloat16 else a,
                            b.view(torch.int16) if b.dtype == torch.bfloat16 else b), f"result {i}"
+
+
+def test_torch_thread_count_reaches_tilegrad_after_tilegrads_own_setting(torch_threads):
+    """tilegrad.set_num_threads(1) between two torch calls must not hide a later torch.set_num_threads(2)."""
+    x = torch.randn(64, 64).requires_grad_()
+    torch_threads(2)
+    tgt.silu(x).sum().backward()
+    assert tg.get_num_threads() == 2
+    tg.set_num_threads(1)
+    torch_threads(2)
+    tgt.silu(x).sum().backward()
+    assert tg.get_num_threads() == 2  # followed torch again
+
+
+@pytest.mark.parametrize("float_dtype", [torch.float32, torch.float16, torch.float64, torch.bfloat16], ids=str)
+def test_embedding_dense_backward_refuses_float_indices_as_torch_does(float_dtype):
+    grad = torch.ones(2, 3)
+    indices = torch.tensor([0.7, 1.0], dtype=float_dtype)
+    with pytest.raises(RuntimeError, match="indices"):  # torch's own refusal
+        torch.ops.aten.embedding_dense_backward(grad, indices, 4, -1, False)
+    with pytest.raises(TypeError, match=r"indices must be an integer or bool array .*got " + str(float_dtype)[6:]):
+        torch.ops.tilegrad.embedding_dense_backward(grad, indices, 4, -1, False)
+    if float_dtype != torch.bfloat16:  # NumPy has no bfloat16 of its own
+        with pytest.raises(TypeError, match="indices must be an integer or bool array"):
+            tg.embedding_dense_backward(as_numpy(grad), indices.numpy(), 4)

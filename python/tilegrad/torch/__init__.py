@@ -5,6 +5,7 @@
     loss = tgt.linear_cross_entropy(hidden, lm_head.weight, target)     # logits never whole
     tgt.patch(model)           # swap supported modules in place; tgt.unpatch(model) undoes it
     tgt.enable()               # route torch.nn.functional globally; tgt.disable() undoes it
+    tgt.empty_cache()          # give the recycled output buffers back (TILEGRAD_TORCH_POOL_MB bounds them)
 
 The operators are registered with ``torch.library`` as ``torch.ops.tilegrad.*`` (fake kernels and
 autograd formulas), so ``torch.compile(fullgraph=True)`` traces through them. CPU tensors go to the
@@ -20,6 +21,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from . import nn
 from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
 from . import optim  # tilegrad.torch.optim.AdamW
+from ._tensor import empty_cache
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
 from .patching import PatchSummary, disable, enable, patch, unpatch
 
@@ -29,6 +31,7 @@ __all__ = [
     "cross_entropy",
     "disable",
     "embedding",
+    "empty_cache",
     "enable",
     "linear_cross_entropy",
     "nn",

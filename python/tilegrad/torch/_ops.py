@@ -153,6 +153,8 @@ def _cross_entropy_loss_setup(ctx, inputs, output) -> None:
     ctx.options = (reduction, ignore_index, label_smoothing, z_loss_scale)
     ctx.has_zloss = return_zloss and z_loss_scale != 0.0
     ctx.mark_non_differentiable(log_prob, lse)
+    # No zero-filled input-sized gradient for log_prob (measured: a fresh page-faulted buffer per backward).
+    ctx.set_materialize_grads(False)
     # log_prob (and lse for the z-loss) is all the backward needs besides target and weight.
     ctx.save_for_backward(log_prob, target, weight, lse if ctx.has_zloss else None)
 
@@ -160,7 +162,10 @@ def _cross_entropy_loss_setup(ctx, inputs, output) -> None:
 def _cross_entropy_loss_grad_formula(ctx, grad_loss, grad_log_prob, grad_zloss, grad_lse):
     log_prob, target, weight, lse = ctx.saved_tensors
     reduction, ignore_index, label_smoothing, z_loss_scale = ctx.options
-    grad_zloss = grad_zloss if ctx.has_zloss else None
+    # Grads are not materialized: a loss term that was not differentiated has a zero gradient.
+    loss_shape = _reduced_shape(reduction, log_prob.shape[0])
+    grad_loss = log_prob.new_zeros(loss_shape) if grad_loss is None else grad_loss
+    grad_zloss = (log_prob.new_zeros(loss_shape) if grad_zloss is None else grad_zloss) if ctx.has_zloss else None
     grad_input = torch.ops.tilegrad.cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse,
                                                            reduction, ignore_index, label_smoothing,
                                                            z_loss_scale if ctx.has_zloss else 0.0)

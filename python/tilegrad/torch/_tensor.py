@@ -5,6 +5,7 @@ NumPy cannot name, travels as an int16 view re-labelled ``ml_dtypes.bfloat16``),
 read the caller's tensors and write into tensors torch allocated. Nothing is copied.
 """
 
+import ctypes
 import math
 import os
 import sys
@@ -58,57 +59,130 @@ def from_numpy(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
-# Large outputs come from a small pool of recycled buffers. A fresh buffer costs a page fault per 4 KiB
-# on first write (measured on the project machine, a KVM guest: ~1.2 s per GB, five times the cross
-# entropy kernel that fills it), and torch's CPU allocator returns large blocks to the system on free.
-# Training repeats the same output sizes every step, so a buffer whose tensors are all gone (the pool
-# holds the only reference) is handed out again. The pool holds at most TILEGRAD_TORCH_POOL_MB in all
-# (default 2048; 0 disables it); beyond that, outputs are ordinary allocations.
+# Large outputs come from a pool of recycled buffers. Measured on the project machine (a KVM guest,
+# transparent huge pages in "madvise" mode): a fresh torch allocation of this size is mmap'ed on 4 KiB
+# pages (torch madvises huge pages only with THP_MEM_ALLOC_ENABLE=1), so its first write costs one minor
+# page fault per 4 KiB (256,000 for a 1 GB cross-entropy gradient; more than the kernel that fills it),
+# and it is unmapped again on free. NumPy's large arrays are madvised to huge pages, and a recycled one
+# costs no fault at all. Training repeats the same output sizes every step, so a buffer whose tensors
+# are all gone (the pool holds the only reference) is handed out again, also for a request up to
+# _REUSE_WASTE smaller (size classes: varying shapes reuse one buffer instead of pooling one per shape).
+# The pool owns at most TILEGRAD_TORCH_POOL_MB in all (default 2048: the largest benchmarked step, cross
+# entropy 8192 x 32000 float32, needs 2 x 1000 MiB; 0 disables it); beyond that outputs are ordinary
+# allocations. Unused buffers are released by empty_cache() and, before a new buffer is allocated, when
+# the system is short of memory.
 _POOLED_MIN_BYTES = 4 << 20
+_DEFAULT_POOL_MB = 2048
+# A new buffer is rounded up to a size class (8 per power of two: at most 12.5% larger than asked), and
+# an unused buffer is reused for any request it exceeds by at most this fraction.
+_CLASSES_PER_OCTAVE = 8
+_REUSE_WASTE = 0.25
+# "Short of memory": less available than this fraction of the machine's memory (/proc/meminfo).
+_LOW_MEMORY_FRACTION = 0.10
 
 
 def _pool_limit_bytes() -> int:
-    value = os.environ.get("TILEGRAD_TORCH_POOL_MB", "2048")
+    value = os.environ.get("TILEGRAD_TORCH_POOL_MB", str(_DEFAULT_POOL_MB))
     try:
         megabytes = int(value)
     except ValueError:
-        warnings.warn(f"TILEGRAD_TORCH_POOL_MB must be a whole number of MiB, got {value!r}; using 2048",
-                      RuntimeWarning, stacklevel=2)
-        megabytes = 2048
+        warnings.warn(f"TILEGRAD_TORCH_POOL_MB must be a whole number of MiB, got {value!r}; using "
+                      f"{_DEFAULT_POOL_MB}", RuntimeWarning, stacklevel=2)
+        megabytes = _DEFAULT_POOL_MB
     return max(0, megabytes) << 20
 
 
-class _BufferPool:
-    """Byte buffers (NumPy) recycled once no tensor views them any more; safe from many threads."""
+def size_class(nbytes: int) -> int:
+    """``nbytes`` rounded up to its size class: a multiple of 1/8 of the power of two below it."""
+    step = max(1, (1 << (max(nbytes, 1).bit_length() - 1)) // _CLASSES_PER_OCTAVE)
+    return -(-nbytes // step) * step
 
-    def __init__(self, limit_bytes: int) -> None:
+
+def memory_is_low(meminfo: str = "/proc/meminfo") -> bool:
+    """True when the system has less than _LOW_MEMORY_FRACTION of its memory available (False where
+    /proc/meminfo cannot be read). Read only before a new buffer is allocated, which costs far more."""
+    try:
+        with open(meminfo) as f:
+            fields = dict(line.split(":", 1) for line in f)
+        total = int(fields["MemTotal"].split()[0])
+        available = int(fields["MemAvailable"].split()[0])
+    except (OSError, KeyError, ValueError):
+        return False
+    return available < _LOW_MEMORY_FRACTION * total
+
+
+def _trim_malloc() -> None:
+    """Return freed heap memory to the system: buffers below glibc's mmap threshold (which grows to
+    32 MiB as large blocks are freed) live on the heap, where free() alone keeps them resident."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+class _BufferPool:
+    """Byte buffers (NumPy) recycled once no tensor views them any more; safe from many threads.
+
+    A buffer is in use while anything else references it: a tensor over it, or a NumPy view of it
+    (``take`` returns ``buffer[:nbytes]``, whose ``base`` is the buffer)."""
+
+    def __init__(self, limit_bytes: int, memory_is_low=memory_is_low) -> None:
         self.limit_bytes = limit_bytes
+        self._memory_is_low = memory_is_low
         self._buffers: list = []
         self._lock = threading.Lock()
 
     def _unused(self) -> list:
-        """Indices of the buffers no tensor views any more: the pool's list holds the only reference
-        (getrefcount counts that one and its own argument)."""
-        return [i for i in range(len(self._buffers)) if sys.getrefcount(self._buffers[i]) == 2]
+        """The buffers no tensor views any more: the pool's list holds the only reference
+        (getrefcount counts that one, the loop variable and its own argument)."""
+        return [b for b in self._buffers if sys.getrefcount(b) == 3]
+
+    def _best_fit(self, unused: list, nbytes: int) -> Optional[np.ndarray]:
+        """The smallest unused buffer that holds ``nbytes`` and exceeds it by at most _REUSE_WASTE."""
+        fits = [b for b in unused if nbytes <= b.nbytes <= nbytes * (1 + _REUSE_WASTE)]
+        return min(fits, key=lambda b: b.nbytes) if fits else None
+
+    def _drop(self, buffers: list) -> None:
+        dropped = {id(b) for b in buffers}
+        self._buffers = [b for b in self._buffers if id(b) not in dropped]
 
     def take(self, nbytes: int) -> np.ndarray:
-        """An unused pooled buffer of exactly ``nbytes``, else a new one (pooled while within the limit)."""
+        """``nbytes`` bytes: a view of an unused pooled buffer, else of a new one (pooled while within
+        the limit; unused buffers are dropped, oldest first, to make room)."""
         with self._lock:
             unused = self._unused()
-            for i in unused:
-                if self._buffers[i].nbytes == nbytes:
-                    return self._buffers[i]
+            buffer = self._best_fit(unused, nbytes)
+            if buffer is not None:
+                return buffer[:nbytes]
+            capacity = size_class(nbytes)
+            if unused and self._memory_is_low():
+                self._drop(unused)
+                unused = []
+                _trim_malloc()
             pooled = sum(b.nbytes for b in self._buffers)
-            for i in unused:  # drop unused buffers, oldest first, to stay within the limit
-                if pooled + nbytes <= self.limit_bytes:
+            evict = []
+            for b in unused:
+                if pooled + capacity <= self.limit_bytes:
                     break
-                pooled -= self._buffers[i].nbytes
-                self._buffers[i] = None
-            self._buffers = [b for b in self._buffers if b is not None]
-            buffer = np.empty(nbytes, np.uint8)
-            if pooled + nbytes <= self.limit_bytes:
-                self._buffers.append(buffer)
-            return buffer
+                pooled -= b.nbytes
+                evict.append(b)
+            self._drop(evict)
+            del unused, evict
+            if pooled + capacity > self.limit_bytes:
+                return np.empty(nbytes, np.uint8)
+            buffer = np.empty(capacity, np.uint8)
+            self._buffers.append(buffer)
+            return buffer[:nbytes]
+
+    def release_unused(self) -> int:
+        """Drop every buffer no tensor views and hand the memory back to the system; the bytes freed."""
+        with self._lock:
+            unused = self._unused()
+            freed = sum(b.nbytes for b in unused)
+            self._drop(unused)
+            del unused
+        _trim_malloc()
+        return freed
 
     def pooled_bytes(self) -> int:
         """Bytes the pool holds (in use or not)."""
@@ -119,6 +193,14 @@ class _BufferPool:
 _pool = _BufferPool(_pool_limit_bytes())
 
 
+def empty_cache() -> int:
+    """Release the output buffers tilegrad.torch keeps for reuse (those no tensor uses any more) back
+    to the system; returns the bytes released. Buffers still viewed by a tensor stay until it is gone.
+    Like ``torch.cuda.empty_cache()``: later large outputs are fresh allocations again until the pool
+    refills (its bound: ``TILEGRAD_TORCH_POOL_MB``)."""
+    return _pool.release_unused()
+
+
 def new_output(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """A C-contiguous CPU tensor for a kernel to write: large ones from the recycled pool."""
     shape = tuple(shape)
@@ -126,4 +208,3 @@ def new_output(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     if nbytes < _POOLED_MIN_BYTES or _pool.limit_bytes == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.from_numpy(_pool.take(nbytes)).view(dtype).view(shape)
-

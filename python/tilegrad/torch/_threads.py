@@ -9,12 +9,13 @@ import torch
 
 from .. import _core
 
-_applied = [0]  # the torch thread count last given to tilegrad (0: none yet)
-
 
 def sync_threads() -> None:
-    """Give tilegrad torch's current thread count (a cheap no-op when it has not changed)."""
+    """Give tilegrad torch's current thread count (a no-op when they already agree).
+
+    Compared with tilegrad's own current setting, not with the last value given: a
+    ``tilegrad.set_num_threads(1)`` in between must not make a later ``torch.set_num_threads(2)``
+    look unchanged. Both reads are plain integer getters (well under a microsecond)."""
     n = torch.get_num_threads()
-    if n != _applied[0]:
+    if n != _core.get_num_threads():
         _core.set_num_threads(n)
-        _applied[0] = n
