@@ -155,6 +155,10 @@ def _backward(ctx, grad_loss: Tensor):
 
 def apply(rows: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], class_weight: Optional[Tensor],
           ignore_index: int, label_smoothing: float, reduction: int, filter_eps: float) -> Tensor:
+    if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (rows, weight, bias))):
+        # no autograd node: the loss alone (its needs_input_grad would still say requires_grad)
+        options = (ignore_index, label_smoothing, reduction, filter_eps)
+        return _fused(rows, weight, target, bias, class_weight, options, (False, False, False))[0]
     return LinearCrossEntropyFunction.apply(rows, weight, target, bias, class_weight, ignore_index, label_smoothing,
                                             reduction, filter_eps)
 

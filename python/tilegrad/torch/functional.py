@@ -329,7 +329,12 @@ def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_in
 def _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
                                     label_smoothing, options):
     """torch's own F.linear_cross_entropy, with the caller's ``options`` (its chunking): what the fused
-    op does not take, tiny problems and torch.func transforms."""
+    op does not take, tiny problems and torch.func transforms. torch takes (N, H) / (H,) inputs only:
+    (..., H) goes as rows."""
+    if input.dim() > 2 and linear_weight.dim() == 2 and not target.is_floating_point():
+        loss = _linear_cross_entropy_composite(_LCE.flatten_rows(input), linear_weight, target.reshape(-1),
+                                               linear_bias, weight, reduction, ignore_index, label_smoothing, options)
+        return loss.view(target.shape) if reduction == "none" else loss
     return TORCH_FUNCTIONS["linear_cross_entropy"](input, linear_weight, target, linear_bias=linear_bias,
                                                    weight=weight, reduction=reduction, ignore_index=ignore_index,
                                                    label_smoothing=label_smoothing, options=options)
