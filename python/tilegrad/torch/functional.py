@@ -330,7 +330,9 @@ def _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, w
                                     label_smoothing, options):
     """torch's own F.linear_cross_entropy, with the caller's ``options`` (its chunking): what the fused
     op does not take, tiny problems and torch.func transforms. torch takes (N, H) / (H,) inputs only:
-    (..., H) goes as rows."""
+    (..., H) goes as rows; class weights in the logits' dtype, as torch's cross_entropy needs."""
+    if weight is not None and weight.dtype != input.dtype and input.is_floating_point():
+        weight = weight.to(input.dtype)
     if input.dim() > 2 and linear_weight.dim() == 2 and not target.is_floating_point():
         loss = _linear_cross_entropy_composite(_LCE.flatten_rows(input), linear_weight, target.reshape(-1),
                                                linear_bias, weight, reduction, ignore_index, label_smoothing, options)
