@@ -23,7 +23,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       [](const py::object& input, const py::object& weight, const py::object& target, int64_t ignore_index,
          const py::object& reduction_arg, const py::object& bias, const py::object& class_weight, float label_smoothing,
          float lse_square_scale, float softcap, const py::object& grad_output, int64_t memory_budget,
-         float filter_eps) {
+         float filter_eps, bool grad_input_wanted, bool grad_weight_wanted, bool grad_bias_wanted) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView w = py_support::view_of(weight, "weight");
         const TensorView t = py_support::view_of(target, "target");
@@ -38,17 +38,18 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
             reduction == Reduction::kNone ? std::vector<int64_t>{bt} : std::vector<int64_t>{};
         py::array loss = py_support::allocate({DType::kFloat32, loss_shape});
         py::array zl = py_support::allocate({DType::kFloat32, loss_shape});
-        py::array gi = py_support::allocate({dt, {bt, h}});
-        py::array gw = py_support::allocate({dt, {v, h}});
-        const bool has_bias = !bias.is_none();
+        // A gradient not wanted is not computed (None is returned for it).
+        py::object gi = grad_input_wanted ? py::object(py_support::allocate({dt, {bt, h}})) : py::object(py::none());
+        py::object gw = grad_weight_wanted ? py::object(py_support::allocate({dt, {v, h}})) : py::object(py::none());
+        const bool has_bias = !bias.is_none() && grad_bias_wanted;
         py::object gb = has_bias ? py::object(py_support::allocate({dt, {v}})) : py::object(py::none());
         const TensorView vl = py_support::view_of(loss, "loss", true);
         const TensorView vz = py_support::view_of(zl, "z_loss", true);
-        const TensorView vgi = py_support::view_of(gi, "grad_input", true);
-        const TensorView vgw = py_support::view_of(gw, "grad_weight", true);
+        const TensorView vgi = grad_input_wanted ? py_support::view_of(gi, "grad_input", true) : TensorView{};
+        const TensorView vgw = grad_weight_wanted ? py_support::view_of(gw, "grad_weight", true) : TensorView{};
         const TensorView vgb = has_bias ? py_support::view_of(gb, "grad_bias", true) : TensorView{};
         FusedLinearCrossEntropyOptions o;
-        o.bias = has_bias ? &vb : nullptr;
+        o.bias = bias.is_none() ? nullptr : &vb;
         o.class_weight = class_weight.is_none() ? nullptr : &vcw;
         o.label_smoothing = label_smoothing;
         o.lse_square_scale = lse_square_scale;
@@ -69,7 +70,8 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       py::arg("input"), py::arg("weight"), py::arg("target"), py::arg("ignore_index") = -100,
       py::arg("reduction") = "mean", py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
       py::arg("label_smoothing") = 0.0f, py::arg("lse_square_scale") = 0.0f, py::arg("softcap") = 0.0f,
-      py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0, py::arg("filter_eps") = 0.0f);
+      py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0, py::arg("filter_eps") = 0.0f,
+      py::arg("grad_input_wanted") = true, py::arg("grad_weight_wanted") = true, py::arg("grad_bias_wanted") = true);
 
   m.def(
       "_flce_fused_tiling",

@@ -112,7 +112,8 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
                                bias: Optional[np.ndarray] = None, class_weight: Optional[np.ndarray] = None,
                                label_smoothing: float = 0.0, lse_square_scale: float = 0.0,
                                softcap: Optional[float] = None, grad_output=None, filter_eps=None,
-                               memory_budget: Optional[int] = None) -> Tuple[np.ndarray, ...]:
+                               memory_budget: Optional[int] = None, grad_input: bool = True,
+                               grad_weight: bool = True, grad_bias: bool = True) -> Tuple[np.ndarray, ...]:
     """Loss and all gradients of ``cross_entropy(linear(input, weight, bias), target)`` in one call.
 
     Same values as ``torch.nn.functional.linear_cross_entropy(input, weight, target, linear_bias=bias,
@@ -155,6 +156,10 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
             few hundred columns, as in a trained language model; see
             :func:`fused_linear_cross_entropy_filter_stats` for the share of blocks skipped.
         memory_budget: workspace bytes for the plan choice (default ``TILEGRAD_FLCE_BUDGET``).
+        grad_input, grad_weight, grad_bias: False skips that gradient (its GEMM, and for
+            ``grad_weight`` the fp32 accumulator of 16-bit weights, so a frozen projection takes the
+            three-GEMM plans at a smaller budget); None is returned in its place. All False: the loss
+            alone (one GEMM).
 
     Returns:
         ``(loss, grad_input, grad_weight)``, then ``grad_bias`` if ``bias`` was given, then
@@ -171,7 +176,9 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
     loss, gi, gw, gb, zl, blocks = _core.fused_linear_cross_entropy(
         input, weight, target, check_int(op, "ignore_index", ignore_index), reduction, bias, class_weight,
         check_float(op, "label_smoothing", label_smoothing), check_float(op, "lse_square_scale", lse_square_scale),
-        0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps)
+        0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps,
+        check_bool(op, "grad_input", grad_input), check_bool(op, "grad_weight", grad_weight),
+        check_bool(op, "grad_bias", grad_bias))
     _last_filter_blocks.value = blocks
     out = (loss, gi, gw)
     if bias is not None:

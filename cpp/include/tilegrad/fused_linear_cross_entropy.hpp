@@ -52,6 +52,9 @@ TILEGRAD_API void fused_linear_cross_entropy(const TensorView& input, const Tens
 // zloss_i = lse_square_scale * lse_i^2 (0 on ignored rows); loss = ce + zloss with reduction
 // none: per row; sum; mean: sum(ce) / sum(w[t_i]) + sum(zloss) / (non-ignored rows) (NaN over none).
 // Gradients are those of sum_i g_i * loss_i, g = grad_output (scalar, or per row for "none").
+// fused_linear_cross_entropy_ex computes only the gradients whose output is present: an absent
+// grad_input / grad_weight (TensorView{}) or a null grad_bias is skipped (with neither grad_input nor
+// grad_weight the three-GEMM plans run one GEMM, the loss).
 struct FusedLinearCrossEntropyOptions {
   const TensorView* bias = nullptr;          // (V), input dtype
   const TensorView* class_weight = nullptr;  // (V), float32/float16/bfloat16
@@ -60,7 +63,7 @@ struct FusedLinearCrossEntropyOptions {
   float softcap = 0.0f;                      // >= 0; 0 = no cap
   const TensorView* grad_output = nullptr;   // float32, one element, or (BT) for kNone; null = 1
   int64_t memory_budget = 0;                 // bytes for the plan choice; 0 = TILEGRAD_FLCE_BUDGET / default
-  const TensorView* grad_bias = nullptr;     // output (V), input dtype; required with bias
+  const TensorView* grad_bias = nullptr;     // output (V), input dtype; null: not computed
   const TensorView* z_loss = nullptr;        // output float32, loss's shape (the zloss part alone); optional
   // Gradient filtering (opt-in; Cut Cross Entropy): > 0 skips the gradient GEMMs' work on every
   // 64-row x 128-column block (of each G block of the plan) of the logits gradient whose entries,

@@ -8,6 +8,7 @@
 
 #include "core/gemm.h"
 #include "core/parallel.h"
+#include "core/tensor.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_kernel.h"
 
 namespace tilegrad::ops {
@@ -429,8 +430,11 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
   const FlceKernels* k = flce_kernels(t.isa);
   const DType dt = input.dtype;
   const int64_t es = dtype_size(dt);
-  const GemmMatrix x = matrix_of(input), w = matrix_of(weight), gin = matrix_of(grad_input),
-                   gw = matrix_of(grad_weight);
+  // An absent gradient (undefined dtype) is not computed (never with filtering: the caller's rule).
+  const bool want_gin = core::present(grad_input), want_gw = core::present(grad_weight);
+  const GemmMatrix x = matrix_of(input), w = matrix_of(weight);
+  const GemmMatrix gin = want_gin ? matrix_of(grad_input) : GemmMatrix();
+  const GemmMatrix gw = want_gw ? matrix_of(grad_weight) : GemmMatrix();
   float* logits = reinterpret_cast<float*>(at(workspace, t.logits_offset));
   // fp32: G overwrites the logits row by row; 16-bit: its own dense buffer (no repacking pass).
   char* g = t.g_bytes ? at(workspace, t.g_offset) : reinterpret_cast<char*>(logits);
@@ -485,11 +489,11 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
                          gw_sums ? accumulate_into(gw_acc, gw_written.data()) : complete_into(gw), t.threads);
       continue;
     }
-    core::gemm(gm, w, gin.row_block(b0, bc), false, t.threads);
-    core::gemm(gm.t(), x.row_block(b0, bc), gw_acc, ci > 0, t.threads);
+    if (want_gin) core::gemm(gm, w, gin.row_block(b0, bc), false, t.threads);
+    if (want_gw) core::gemm(gm.t(), x.row_block(b0, bc), gw_acc, ci > 0, t.threads);
   }
   if (filter && gw_sums) zero_unwritten_rows(k, gw_acc, gw_written.data());
-  if (acc_w) cast_rows(k, acc_w, grad_weight, 0, v, t.threads);
+  if (acc_w && want_gw) cast_rows(k, acc_w, grad_weight, 0, v, t.threads);
 }
 
 }  // namespace tilegrad::ops

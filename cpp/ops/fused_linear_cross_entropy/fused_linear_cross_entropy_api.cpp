@@ -39,7 +39,6 @@ void validate_options(const Args& a, Reduction reduction, const FusedLinearCross
     core::require_well_formed(kOp, "bias", a.bias);
     core::require_same_dtype(kOp, "bias", a.bias, "input", a.input);
     core::require_shape(kOp, "bias", a.bias, {v}, "(V) from weight");
-    core::check(core::present(a.grad_bias), kOp, ": grad_bias (output) is required with a bias");
   }
   if (core::present(a.grad_bias)) {
     core::require_well_formed(kOp, "grad_bias", a.grad_bias);
@@ -81,25 +80,28 @@ void validate(const Args& a, const core::ReductionArg& r, const FusedLinearCross
   core::require_well_formed(kOp, "weight", a.weight);
   core::require_well_formed(kOp, "target", a.target);
   core::require_well_formed(kOp, "loss", a.loss);
-  core::require_well_formed(kOp, "grad_input", a.gin);
-  core::require_well_formed(kOp, "grad_weight", a.gw);
   core::require_dtype(kOp, "input", a.input, kFloatTypes);
   core::require_same_dtype(kOp, "weight", a.weight, "input", a.input);
   core::require_dtype(kOp, "target", a.target, {DType::kInt32, DType::kInt64});
   core::require_dtype(kOp, "loss", a.loss, {DType::kFloat32});
-  core::require_same_dtype(kOp, "grad_input", a.gin, "input", a.input);
-  core::require_same_dtype(kOp, "grad_weight", a.gw, "input", a.input);
   core::require_rank(kOp, "input", a.input, 2, 2);
   core::require_rank(kOp, "weight", a.weight, 2, 2);
   core::require_rank(kOp, "target", a.target, 1, 1);
-  core::require_rank(kOp, "grad_input", a.gin, 2, 2);
-  core::require_rank(kOp, "grad_weight", a.gw, 2, 2);
   const int64_t bt = a.input.shape[0], h = a.input.shape[1], v = a.weight.shape[0];
   core::check(a.weight.shape[1] == h, kOp, ": weight shape ", shape_str(a.weight.shape),
               " must have input's hidden size ", h, " as dim 1");
   core::require_shape(kOp, "target", a.target, {bt}, "(BT) from input");
-  core::require_shape(kOp, "grad_input", a.gin, {bt, h}, "input shape");
-  core::require_shape(kOp, "grad_weight", a.gw, {v, h}, "weight shape");
+  // An absent gradient output (undefined dtype, null data) is not computed.
+  if (core::present(a.gin)) {
+    core::require_well_formed(kOp, "grad_input", a.gin);
+    core::require_same_dtype(kOp, "grad_input", a.gin, "input", a.input);
+    core::require_shape(kOp, "grad_input", a.gin, {bt, h}, "input shape");
+  }
+  if (core::present(a.gw)) {
+    core::require_well_formed(kOp, "grad_weight", a.gw);
+    core::require_same_dtype(kOp, "grad_weight", a.gw, "input", a.input);
+    core::require_shape(kOp, "grad_weight", a.gw, {v, h}, "weight shape");
+  }
   core::require_valid(kOp, r);
   const Reduction reduction = r.value;
   if (reduction == Reduction::kNone) core::require_shape(kOp, "loss", a.loss, {bt}, "(BT) for reduction none:");
@@ -108,8 +110,8 @@ void validate(const Args& a, const core::ReductionArg& r, const FusedLinearCross
   const auto opt = [](const TensorView& t) { return core::present(t) ? &t : nullptr; };
   flce_check_overlaps(kOp,
                       {{"loss", &a.loss},
-                       {"grad_input", &a.gin},
-                       {"grad_weight", &a.gw},
+                       {"grad_input", opt(a.gin)},
+                       {"grad_weight", opt(a.gw)},
                        {"grad_bias", opt(a.grad_bias)},
                        {"z_loss", opt(a.z_loss)}},
                       {{"input", &a.input},
@@ -135,9 +137,11 @@ class FusedLaunch final : public core::Launch {
     validate(a_, core::reduction_arg(reduction), o);
     const core::Platform p = core::Platform::current();
     const int64_t bt = a.input.shape[0], h = a.input.shape[1], v = a.weight.shape[0];
+    // An absent gradient is never a GEMM operand; without grad_weight no fp32 accumulator is planned.
+    const bool want_gi = core::present(a.gin), want_gw = core::present(a.gw);
     tiling_ = flce_fused_tiling(bt, h, v, dtype_size(a.input.dtype), flce_gemmable(a.input), flce_gemmable(a.weight),
-                                flce_gemmable(a.gin), flce_gemmable(a.gw),
-                                o.memory_budget > 0 ? o.memory_budget : flce_budget(), p);
+                                !want_gi || flce_gemmable(a.gin), !want_gw || flce_gemmable(a.gw),
+                                o.memory_budget > 0 ? o.memory_budget : flce_budget(), p, want_gw);
     trace_.record(kOp, {{"input", &a_.input}, {"weight", &a_.weight}, {"target", &a_.target}, {"bias", &a_.bias},
                         {"class_weight", &a_.class_weight}, {"grad_output", &a_.grad_output}, {"loss", &a_.loss},
                         {"grad_input", &a_.gin}, {"grad_weight", &a_.gw}, {"grad_bias", &a_.grad_bias},
@@ -152,6 +156,12 @@ class FusedLaunch final : public core::Launch {
  private:
   // Row targets (-1: ignored), checked against [0, V).
   std::vector<int64_t> target_columns(int64_t* valid) const;
+  // A dense rows x cols view of the input dtype over *storage (resized): the output of a gradient
+  // the caller did not ask for, on the paths that write both.
+  TensorView scratch(std::vector<char>* storage, int64_t rows, int64_t cols) const {
+    storage->assign(size_t(rows * cols * dtype_size(a_.input.dtype)), 0);
+    return TensorView(storage->data(), a_.input.dtype, {rows, cols});
+  }
   void bias_grad_without_hidden(const FlceFeatures& f, const std::vector<float>& mx, const std::vector<float>& sum,
                                 const std::vector<float>& cp, const std::vector<float>& ct,
                                 const std::vector<float>& cu, const std::vector<int64_t>& col) const;
@@ -219,6 +229,8 @@ void FusedLaunch::bias_grad_without_hidden(const FlceFeatures& f, const std::vec
 
 void FusedLaunch::run(void* workspace) {
   const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  const bool wants_gin = core::present(a_.gin), wants_gw = core::present(a_.gw);
+  std::vector<char> gin_scratch, gw_scratch;
   int64_t valid = 0;
   const std::vector<int64_t> col = target_columns(&valid);
   const bool has_cw = core::present(a_.class_weight), has_bias = core::present(a_.bias);
@@ -258,7 +270,8 @@ void FusedLaunch::run(void* workspace) {
   spec.scale = scale.data();
   spec.zscale = zscale.data();
   spec.target_w = wt.data();
-  std::vector<float> gb_acc(has_bias || core::present(a_.grad_bias) ? v : 0, 0.0f);
+  // No grad_bias output (a bias that needs no gradient): none is computed.
+  std::vector<float> gb_acc(core::present(a_.grad_bias) ? v : 0, 0.0f);
   FlceFeatures f;
   f.bias = has_bias ? bias.data() : nullptr;
   f.softcap = o_.softcap;
@@ -278,9 +291,16 @@ void FusedLaunch::run(void* workspace) {
       zl[i] = r.zloss;
     }
   } else if (tiling_.plan != FlcePlan::kVocabOuter) {
-    flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), a_.gin, a_.gw,
-                     workspace);
+    // Filtering writes both gradients: an absent one then goes to a scratch buffer (else it is skipped).
+    const bool filter = o_.filter_eps > 0.0f;
+    const TensorView gin = wants_gin || !filter ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
+    const TensorView gw = wants_gw || !filter ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
+    flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), gin, gw, workspace);
   } else {
+    // The block path writes both gradients when it runs: an absent one goes to a scratch buffer.
+    const bool grads = wants_gin || wants_gw || f.grad_bias_acc;
+    const TensorView gin = wants_gin || !grads ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
+    const TensorView gw = wants_gw || !grads ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
     std::vector<float> mx(bt), sum(bt), pred(bt), wsum(bt, 0.0f), cp(bt), ct(bt), cu(bt);
     const auto vec = [](float* p) {
       Vec1 r;
@@ -303,8 +323,9 @@ void FusedLaunch::run(void* workspace) {
     f.row_wsum = nullptr;
     f.row_target_coef = ct.data();
     f.row_uniform_coef = cu.data();
-    flce_grad_run(tiling_.grad, a_.input, a_.weight, nullptr, cp.data(), mx.data(), sum.data(), col.data(), a_.gin,
-                  a_.gw, workspace, &f);
+    if (grads)
+      flce_grad_run(tiling_.grad, a_.input, a_.weight, nullptr, cp.data(), mx.data(), sum.data(), col.data(), gin, gw,
+                    workspace, &f);
     if (a_.input.shape[1] == 0 && f.grad_bias_acc) bias_grad_without_hidden(f, mx, sum, cp, ct, cu, col);
   }
   // Losses: per row, or reduced in one fixed order (double).

@@ -160,7 +160,8 @@ FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_
 }
 
 FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsize, bool in_ok, bool w_ok,
-                                  bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p) {
+                                  bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p,
+                                  bool gw_wanted) {
   FlceFusedTiling t;
   static_cast<FlceProblem&>(t) = FlceProblem(bt, h, v, p);
   t.budget = budget;
@@ -169,7 +170,8 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
   // Bytes per chunk row: fp32 logits, plus a dense G row for 16-bit dtypes.
   const uint64_t per_row = uint64_t(v) * 4 + (dsize == 4 ? 0 : uint64_t(v) * dsize);
   const uint64_t b = uint64_t(std::max<int64_t>(budget, 0));
-  const uint64_t acc = dsize == 4 ? 0 : align64(uint64_t(v) * h * 4);
+  // The fp32 grad_weight accumulator of 16-bit weights (none when grad_weight is not computed).
+  const uint64_t acc = dsize == 4 || !gw_wanted ? 0 : align64(uint64_t(v) * h * 4);
   int64_t rows = 0;
   if (ready && uint64_t(bt) * per_row + 128 <= b) {
     t.plan = FlcePlan::kWhole;
@@ -205,7 +207,7 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
     t.g_bytes = uint64_t(rows) * v * dsize;
     off += align64(t.g_bytes);
   }
-  if (dsize != 4 && t.num_chunks > 1) {
+  if (dsize != 4 && t.num_chunks > 1 && gw_wanted) {
     t.acc_weight_offset = off;
     t.acc_weight_bytes = uint64_t(v) * h * 4;
     off += align64(t.acc_weight_bytes);

@@ -98,7 +98,7 @@ struct FlceFusedTiling : FlceProblem {
 TILEGRAD_API FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
                                                bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
                                                bool grad_weight_gemmable, int64_t budget_bytes,
-                                               const core::Platform& platform);
+                                               const core::Platform& platform, bool grad_weight_wanted = true);
 TILEGRAD_API const char* flce_plan_name(FlcePlan p);
 
 // force_order: 0 = pick the smaller workspace, 1 = V-outer, 2 = BT-outer (tests).

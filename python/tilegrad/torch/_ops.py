@@ -23,6 +23,7 @@ from torch import Tensor
 
 from .. import _core
 from .. import _fused_linear_cross_entropy as _flce
+from . import _linear_cross_entropy as _LCE
 from ._tensor import as_numpy, from_numpy, new_output, optional_numpy
 from ._threads import sync_threads
 
@@ -442,16 +443,24 @@ def _linear_cross_entropy_fake(input, weight, target, bias, class_weight, ignore
 
 
 def _linear_cross_entropy_setup(ctx, inputs, output) -> None:
+    input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction, _ = inputs
     _, grad_input, grad_weight, grad_bias = output
-    ctx.has_bias = inputs[3] is not None
+    ctx.has_bias = bias is not None
+    ctx.options = (ignore_index, label_smoothing, {1: "mean", 2: "sum"}[reduction])
     ctx.mark_non_differentiable(grad_input, grad_weight, grad_bias)
-    ctx.save_for_backward(grad_input, grad_weight, grad_bias)
+    # the inputs (references) only for a backward under grad mode (second derivatives)
+    ctx.save_for_backward(grad_input, grad_weight, grad_bias, input, weight, target, bias, class_weight)
 
 
 def _linear_cross_entropy_grad(ctx, grad_loss, unused_grad_input, unused_grad_weight, unused_grad_bias):
-    """The gradients were computed in the forward for an upstream gradient of 1: scale them."""
+    """The gradients were computed in the forward for an upstream gradient of 1: scale them (under
+    grad mode: recomputed through the differentiable composite)."""
+    saved = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        gi, gw, gb = _LCE.composite_grads(grad_loss, *saved[3:], *ctx.options)
+        return gi, gw, None, gb, None, None, None, None, None
     scale = grad_loss.to(torch.float32)
-    scaled = [(g * scale).to(g.dtype) for g in ctx.saved_tensors]
+    scaled = [(g * scale).to(g.dtype) for g in saved[:3]]
     return scaled[0], scaled[1], None, scaled[2] if ctx.has_bias else None, None, None, None, None, None
 
 
@@ -500,6 +509,9 @@ def _linear_cross_entropy_rows_setup(ctx, inputs, output) -> None:
 
 def _linear_cross_entropy_rows_grad(ctx, grad_loss, unused_max, unused_sum):
     input, weight, target, logits_max, sum_exp = ctx.saved_tensors
+    if torch.is_grad_enabled():  # second derivatives: the differentiable composite
+        gi, gw, _ = _LCE.composite_grads(grad_loss, input, weight, target, None, None, ctx.ignore_index, 0.0, "none")
+        return gi, gw, None, None
     kept = target != ctx.ignore_index
     grad_rows = torch.where(kept, grad_loss.to(torch.float32), 0.0)
     masked_target = torch.where(kept, target, 0)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from . import _linear_cross_entropy as _LCE
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
 from .._fused_linear_cross_entropy import filter_threshold
 from ._tensor import KERNEL_FLOAT_DTYPES, numpy_dtype, unsupported_reason
@@ -238,24 +239,24 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          options=None, filter_eps: Union[None, str, float] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
-    ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices. With autograd and
-    mean/sum: tilegrad's single-process fused linear cross entropy computes the loss and the
-    gradients (input, weight, ``linear_bias``) in the forward, with class ``weight`` and
-    ``label_smoothing`` (the logits are formed chunk by chunk and never whole; the plan follows
-    ``TILEGRAD_FLCE_BUDGET``); the backward scales them by the upstream gradient.
-    ``reduction="none"``, or no gradient wanted: one statistics pass (one GEMM), and for "none" the
-    backward recomputes the softmax block by block with each row's own upstream gradient. The loss
-    has ``input``'s dtype (as torch's); under CPU autocast the projection runs in the autocast dtype
-    as ``F.linear`` would and the loss is float32.
-
-    ``reduction="none"`` or no gradient with a bias, class weights or label smoothing, and
-    K-dimensional weights, are computed as ``F.linear`` followed by tilegrad's :func:`cross_entropy`
-    (full logits). ``options`` (torch's chunking options) is accepted and ignored on tilegrad's
-    path, which is chunked already.
+    ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices, with ``linear_bias``,
+    class ``weight``, ``label_smoothing`` and every reduction on tilegrad's single-process fused
+    linear cross entropy (the logits are formed chunk by chunk and never whole; the plan follows
+    ``TILEGRAD_FLCE_BUDGET``). Only the gradients autograd needs are computed (a frozen
+    ``linear_weight`` gets no weight gradient). mean / sum: the forward computes the loss and the
+    gradients in one pass when no other such call is pending, else the loss alone and the backward
+    recomputes (so several forwards before one backward hold no weight-sized buffers); see
+    ``tilegrad/torch/_linear_cross_entropy.py``. The loss has ``input``'s dtype (as torch's); under
+    CPU autocast the projection runs in the autocast dtype as ``F.linear`` would and the loss is
+    float32. Second derivatives (``create_graph=True``) recompute through ``F.linear`` +
+    ``F.cross_entropy``; under ``torch.func`` transforms, for tiny problems (below
+    ``CROSSOVER_MACS`` multiply-adds, where torch is faster) and for what the kernels do not take
+    (K-dimensional weights, float64, ...) torch's ``F.linear_cross_entropy`` runs, with ``options``
+    (its chunking) passed on.
 
     ``filter_eps`` (a tilegrad extension; None: exact): gradient filtering as in
     :func:`tilegrad.fused_linear_cross_entropy` (``"auto"`` = ``finfo(dtype).eps / 32``, 2**-12 for
-    bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
+    bfloat16) on the fused path; the loss is always exact.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
@@ -268,27 +269,51 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
         input, linear_weight = input.to(cast), linear_weight.to(cast)
         linear_bias = None if linear_bias is None else linear_bias.to(cast)
         loss_dtype = torch.float32
-    rows_ok = (linear_weight.dim() == 2 and input.dim() >= 1 and _on_kernel_path(input, linear_weight, linear_bias)
-               and _is_index_tensor(target) and input.dtype == linear_weight.dtype
-               and (linear_bias is None or (linear_bias.dtype == input.dtype and linear_bias.dim() == 1))
-               and input.shape[-1] == linear_weight.shape[-1] and tuple(target.shape) == tuple(input.shape[:-1])
-               and not _needs_grad(weight))
-    plain = linear_bias is None and weight is None and label_smoothing == 0.0
+    args = (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing)
+    if not _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight):
+        return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
+    rows = _LCE.flatten_rows(input)
+    if torch.compiler.is_compiling():
+        loss = _linear_cross_entropy_ops(rows, *args[1:], eps)
+    elif _LCE.small_problem(rows.shape[0], rows.shape[1], linear_weight.shape[0]) or _transform_active():
+        return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
+    else:
+        class_weight = None if weight is None else weight.to(torch.float32)
+        loss = _LCE.apply(rows, linear_weight, target.reshape(-1), linear_bias, class_weight, ignore_index,
+                          label_smoothing, _ops.REDUCTION_CODES[reduction], eps)
+    return (loss.view(target.shape) if reduction == "none" else loss).to(loss_dtype)
+
+
+def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight) -> bool:
+    """The tensors the fused op takes: CPU float32/16/bf16 (V, H) weight, class-index target shaped
+    like input's rows, 1-D bias of input's dtype, class weights that need no gradient."""
+    return (linear_weight.dim() == 2 and input.dim() >= 1 and _on_kernel_path(input, linear_weight, linear_bias)
+            and _is_index_tensor(target) and input.dtype == linear_weight.dtype
+            and (linear_bias is None or (linear_bias.dtype == input.dtype and linear_bias.dim() == 1))
+            and input.shape[-1] == linear_weight.shape[-1] and tuple(target.shape) == tuple(input.shape[:-1])
+            and not _needs_grad(weight))
+
+
+def _transform_active() -> bool:
+    """A torch.func transform (grad, vmap, jacrev, ...) is running: the composite runs."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
+def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                              label_smoothing, eps):
+    """Under torch.compile: the torch.ops.tilegrad ops (they have fake kernels)."""
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                                 for t in (input, linear_weight, linear_bias))
-    rows = input.reshape(-1, input.shape[-1]) if rows_ok else None
-    if rows_ok and wants_grad and reduction != "none":
+                                                 for t in (rows, linear_weight, linear_bias))
+    if wants_grad and reduction != "none":
         class_weight = None if weight is None else weight.to(torch.float32)
         loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
                                                                _ops.REDUCTION_CODES[reduction], eps)
-        return loss.to(loss_dtype)
-    if rows_ok and plain:
-        return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index).to(loss_dtype)
-    # (under autocast, its cross_entropy runs in float32 as torch's does)
-    loss = _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction,
-                                           ignore_index, label_smoothing)
-    return loss.to(loss_dtype)
+        return loss
+    if linear_bias is None and weight is None and label_smoothing == 0.0:
+        return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index)
+    return _linear_cross_entropy_composite(rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction,
+                                           ignore_index, label_smoothing, None)
 
 
 def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index):
@@ -296,23 +321,22 @@ def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_in
     flat_target = target.reshape(-1)
     row_loss, _, _ = torch.ops.tilegrad.linear_cross_entropy_rows(rows, linear_weight, flat_target, ignore_index)
     if reduction == "none":
-        return row_loss.view(target.shape)
+        return row_loss
     total = row_loss.sum()
     return total / (flat_target != ignore_index).sum() if reduction == "mean" else total
 
 
 def _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
-                                    label_smoothing):
-    """linear + cross_entropy, for what the fused op does not cover (bias, class weights, smoothing)."""
-    if linear_weight.dim() != 2 or target.is_floating_point():
-        return TORCH_FUNCTIONS["linear_cross_entropy"](input, linear_weight, target, linear_bias=linear_bias,
-                                                       weight=weight, reduction=reduction,
-                                                       ignore_index=ignore_index, label_smoothing=label_smoothing)
-    logits = F.linear(input, linear_weight, linear_bias)
-    if logits.dim() > 2:  # (..., V) rows: class dimension last, as linear_cross_entropy defines it
-        logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
-        loss = cross_entropy(logits, target, weight, ignore_index=ignore_index, reduction=reduction,
-                             label_smoothing=label_smoothing)
-        return loss.view(input.shape[:-1]) if reduction == "none" else loss
-    return cross_entropy(logits, target, weight, ignore_index=ignore_index, reduction=reduction,
-                         label_smoothing=label_smoothing)
+                                    label_smoothing, options):
+    """torch's own F.linear_cross_entropy, with the caller's ``options`` (its chunking): what the fused
+    op does not take, tiny problems and torch.func transforms. torch takes (N, H) / (H,) inputs only:
+    (..., H) goes as rows; class weights in the logits' dtype, as torch's cross_entropy needs."""
+    if weight is not None and weight.dtype != input.dtype and input.is_floating_point():
+        weight = weight.to(input.dtype)
+    if input.dim() > 2 and linear_weight.dim() == 2 and not target.is_floating_point():
+        loss = _linear_cross_entropy_composite(_LCE.flatten_rows(input), linear_weight, target.reshape(-1),
+                                               linear_bias, weight, reduction, ignore_index, label_smoothing, options)
+        return loss.view(target.shape) if reduction == "none" else loss
+    return TORCH_FUNCTIONS["linear_cross_entropy"](input, linear_weight, target, linear_bias=linear_bias,
+                                                   weight=weight, reduction=reduction, ignore_index=ignore_index,
+                                                   label_smoothing=label_smoothing, options=options)

@@ -59,7 +59,9 @@ class BCEWithLogitsLoss(torch.nn.BCEWithLogitsLoss):
 
 class LinearCrossEntropyLoss(torch.nn.LinearCrossEntropyLoss):
     """``torch.nn.LinearCrossEntropyLoss`` (owns the ``linear`` projection, same constructor and
-    state_dict) on tilegrad's fused linear cross entropy: the logits never exist whole.
+    state_dict) on tilegrad's fused linear cross entropy: the logits never exist whole. Where the
+    call falls back to torch (float64, K-dimensional ``out_features``, ...), the module's ``options``
+    (torch's chunking) go with it.
 
     ``filter_eps`` (attribute, default None = exact; e.g. ``loss_fn.filter_eps = "auto"``): gradient
     filtering, see :func:`tilegrad.torch.linear_cross_entropy`."""
@@ -74,7 +76,8 @@ class LinearCrossEntropyLoss(torch.nn.LinearCrossEntropyLoss):
             linear_bias = None if linear_bias is None else linear_bias.reshape((self.num_classes, *self.out_features))
         return TF.linear_cross_entropy(input, linear_weight, target, linear_bias=linear_bias, weight=self.weight,
                                        reduction=self.reduction, ignore_index=self.ignore_index,
-                                       label_smoothing=self.label_smoothing, filter_eps=self.filter_eps)
+                                       label_smoothing=self.label_smoothing, options=getattr(self, "options", None),
+                                       filter_eps=self.filter_eps)
 
 
 class RMSNorm(torch.nn.RMSNorm):
