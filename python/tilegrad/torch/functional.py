@@ -28,7 +28,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
-from .._fused_linear_cross_entropy import filter_threshold
+from .._fused_linear_cross_entropy import filter_settings
 from ._tensor import KERNEL_FLOAT_DTYPES, numpy_dtype, unsupported_reason
 
 __all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
@@ -235,7 +235,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
 def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
                          linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
-                         options=None, filter_eps: Union[None, str, float] = None) -> Tensor:
+                         options=None, filter_eps: Union[None, str, float] = None,
+                         filter_tolerance: Optional[float] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices. With autograd and
@@ -253,13 +254,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     (full logits). ``options`` (torch's chunking options) is accepted and ignored on tilegrad's
     path, which is chunked already.
 
-    ``filter_eps`` (a tilegrad extension; None: exact): gradient filtering as in
-    :func:`tilegrad.fused_linear_cross_entropy` (``"auto"`` = ``finfo(dtype).eps / 32``, 2**-12 for
-    bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
+    ``filter_eps`` / ``filter_tolerance`` (tilegrad extensions; None: exact): gradient filtering as in
+    :func:`tilegrad.fused_linear_cross_entropy` (``"auto"``: error-bounded at the dtype's unit
+    roundoff, 2**-8 for bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
-    eps = filter_threshold(filter_eps, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
+    eps, tol = filter_settings(filter_eps, filter_tolerance, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
     if ignore_index is None:
         ignore_index = -100
     loss_dtype = input.dtype
@@ -281,7 +282,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
         class_weight = None if weight is None else weight.to(torch.float32)
         loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
-                                                               _ops.REDUCTION_CODES[reduction], eps)
+                                                               _ops.REDUCTION_CODES[reduction], eps, tol)
         return loss.to(loss_dtype)
     if rows_ok and plain:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index).to(loss_dtype)
