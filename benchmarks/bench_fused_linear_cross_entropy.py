@@ -77,7 +77,7 @@ def top_mass(x, w, rows=256, top=300):
 
 # make_text_like priors of the filtering cases: (label, prior, sharp); at H=2048, V=32000 the first
 # puts a median 0.84 of each row's softmax mass in its top 300 columns, the second >= 0.99
-FILTER_CASES = (("flat", 1.0, 4.0), ("concentrated", 2.0, 8.0))
+FILTER_CASES = (("flat", 1.05, 8.0), ("concentrated", 2.0, 8.0))
 
 
 def filtering(args, h, v, scale):

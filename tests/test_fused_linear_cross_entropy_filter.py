@@ -137,16 +137,20 @@ def test_nan_is_never_filtered():
     assert np.isnan(gi[7]).all() and np.isnan(gw).any()
 
 
+@pytest.mark.parametrize("mode", [{"filter_eps": 2.0 ** -12}, {"filter_tolerance": 0.3}], ids=["eps", "bounded"])
 @pytest.mark.parametrize("plan_name", list(PLAN_BUDGETS))
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
-def test_filtered_results_do_not_depend_on_threads(plan_name, dtype, threads):
+def test_filtered_results_do_not_depend_on_threads(plan_name, dtype, mode, threads):
+    """Unbounded (filter_eps) and bounded (filter_tolerance, tests/test_fused_linear_cross_entropy_bound.py)."""
     x, w, t = text_like(BT, H, V, dtype, seed=6)
     outs = []
     for n in (1, 2, 3):
         threads(n)
-        r = tg.fused_linear_cross_entropy(x, w, t, memory_budget=PLAN_BUDGETS[plan_name], filter_eps=2.0 ** -12)
-        outs.append([a.tobytes() for a in r] + [tg.fused_linear_cross_entropy_filter_stats()])
+        r = tg.fused_linear_cross_entropy(x, w, t, memory_budget=PLAN_BUDGETS[plan_name], **mode)
+        outs.append([a.tobytes() for a in r] + [tg.fused_linear_cross_entropy_filter_stats(detail=True)])
     assert outs[0] == outs[1] == outs[2]
+    stats = outs[0][-1]
+    assert stats["active"] < stats["total"] or stats["input_skipped"] > 0.0  # something was filtered
 
 
 def test_threshold_of_each_argument():
