@@ -417,7 +417,7 @@ _define("fused_linear_cross_entropy_loss_grad(Tensor grad, Tensor input, Tensor 
 def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
                                class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
                                reduction: int, filter_eps: float,
-                               filter_tolerance: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                               filter_tolerance: float = 0.0) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     sync_threads()
     name = {1: "mean", 2: "sum"}[reduction]
     results = _flce.fused_linear_cross_entropy(as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index,
@@ -432,7 +432,7 @@ def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bi
 
 
 def _linear_cross_entropy_fake(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
-                               filter_eps, filter_tolerance):
+                               filter_eps, filter_tolerance=0.0):
     grad_bias = bias.new_empty(bias.shape) if bias is not None else input.new_empty([0])
     return (input.new_empty([], dtype=torch.float32), input.new_empty(input.shape), weight.new_empty(weight.shape),
             grad_bias)
@@ -453,7 +453,7 @@ def _linear_cross_entropy_grad(ctx, grad_loss, unused_grad_input, unused_grad_we
 
 
 _define("linear_cross_entropy(Tensor input, Tensor weight, Tensor target, Tensor? bias, Tensor? class_weight, "
-        "int ignore_index, float label_smoothing, int reduction, float filter_eps, float filter_tolerance) "
+        "int ignore_index, float label_smoothing, int reduction, float filter_eps, float filter_tolerance=0.0) "
         "-> (Tensor, Tensor, Tensor, Tensor)",
         _linear_cross_entropy_impl, _linear_cross_entropy_fake,
         (_linear_cross_entropy_grad, _linear_cross_entropy_setup))
