@@ -23,7 +23,8 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       [](const py::object& input, const py::object& weight, const py::object& target, int64_t ignore_index,
          const py::object& reduction_arg, const py::object& bias, const py::object& class_weight, float label_smoothing,
          float lse_square_scale, float softcap, const py::object& grad_output, int64_t memory_budget,
-         float filter_eps, bool grad_input_wanted, bool grad_weight_wanted, bool grad_bias_wanted) {
+         float filter_eps, float filter_tolerance, bool grad_input_wanted, bool grad_weight_wanted,
+         bool grad_bias_wanted) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView w = py_support::view_of(weight, "weight");
         const TensorView t = py_support::view_of(target, "target");
@@ -61,17 +62,27 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         o.filter_eps = filter_eps;
         int64_t filter_blocks[2] = {0, 0};
         o.filter_blocks = filter_blocks;
+        o.filter_tolerance = filter_tolerance;
+        FusedLinearCrossEntropyOptions::FilterStats bounded;
+        o.filter_stats = &bounded;
         {
           py::gil_scoped_release release;
           fused_linear_cross_entropy_ex(x, w, t, ignore_index, reduction, vl, vgi, vgw, o);
         }
-        return py::make_tuple(loss, gi, gw, gb, zl, py::make_tuple(filter_blocks[0], filter_blocks[1]));
+        py::dict stats;
+        stats["blocks"] = bounded.blocks;
+        stats["input_blocks_run"] = bounded.input_blocks_run;
+        stats["weight_blocks_run"] = bounded.weight_blocks_run;
+        stats["max_row_dropped"] = bounded.max_row_dropped;
+        stats["max_column_dropped"] = bounded.max_column_dropped;
+        return py::make_tuple(loss, gi, gw, gb, zl, py::make_tuple(filter_blocks[0], filter_blocks[1]), stats);
       },
       py::arg("input"), py::arg("weight"), py::arg("target"), py::arg("ignore_index") = -100,
       py::arg("reduction") = "mean", py::arg("bias") = py::none(), py::arg("class_weight") = py::none(),
       py::arg("label_smoothing") = 0.0f, py::arg("lse_square_scale") = 0.0f, py::arg("softcap") = 0.0f,
       py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0, py::arg("filter_eps") = 0.0f,
-      py::arg("grad_input_wanted") = true, py::arg("grad_weight_wanted") = true, py::arg("grad_bias_wanted") = true);
+      py::arg("filter_tolerance") = 0.0f, py::arg("grad_input_wanted") = true, py::arg("grad_weight_wanted") = true,
+      py::arg("grad_bias_wanted") = true);
 
   m.def(
       "_flce_fused_tiling",

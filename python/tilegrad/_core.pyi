@@ -54,7 +54,7 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
                                class_weight: Optional[np.ndarray] = ..., label_smoothing: float = ...,
                                lse_square_scale: float = ..., softcap: float = ...,
                                grad_output: Optional[np.ndarray] = ..., memory_budget: int = ...,
-                               filter_eps: float = ..., grad_input_wanted: bool = ...,
+                               filter_eps: float = ..., filter_tolerance: float = ..., grad_input_wanted: bool = ...,
                                grad_weight_wanted: bool = ..., grad_bias_wanted: bool = ...) -> tuple: ...
 def _flce_fused_tiling(bt: int, h: int, v: int, dtype_size: int, budget: int = ..., gemmable: bool = ...,
                        threads: int = ..., isa: str = ...) -> dict: ...

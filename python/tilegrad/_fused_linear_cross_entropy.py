@@ -112,7 +112,8 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
                                bias: Optional[np.ndarray] = None, class_weight: Optional[np.ndarray] = None,
                                label_smoothing: float = 0.0, lse_square_scale: float = 0.0,
                                softcap: Optional[float] = None, grad_output=None, filter_eps=None,
-                               memory_budget: Optional[int] = None, grad_input: bool = True,
+                               memory_budget: Optional[int] = None,
+                               filter_tolerance: Optional[float] = None, grad_input: bool = True,
                                grad_weight: bool = True, grad_bias: bool = True) -> Tuple[np.ndarray, ...]:
     """Loss and all gradients of ``cross_entropy(linear(input, weight, bias), target)`` in one call.
 
@@ -144,18 +145,28 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         lse_square_scale: z-loss coefficient (>= 0).
         softcap: optional positive logit cap.
         grad_output: upstream gradient: a scalar, or ``(BT,)`` per row for ``"none"`` (default 1).
-        filter_eps: gradient filtering (Cut Cross Entropy's idea). None (default): exact. A float
-            ``eps > 0``: each block of the logits gradient the plan forms (a row chunk, or a
-            vocabulary-outer block) is cut into blocks of 64 rows x 128 vocabulary columns, and every
-            block whose entries of ``p - onehot(target)`` (before the upstream gradient and the
-            mean's 1/N) are all below ``eps`` in magnitude is left out of both gradient GEMMs. The
-            loss and grad_bias stay exact; the dropped entries are each below ``eps`` but their sum
-            is not (a few percent of softmax mass over many columns can exceed bfloat16 resolution).
-            ``"auto"``: ``finfo(dtype).eps / 32`` of the input dtype (2**-12 for bfloat16, 2**-15
-            for float16, 2**-28 for float32). Worth it when the softmax mass of each row sits in a
-            few hundred columns, as in a trained language model; see
-            :func:`fused_linear_cross_entropy_filter_stats` for the share of blocks skipped.
+        filter_eps: gradient filtering. None (default): exact. ``"auto"``: error-bounded filtering
+            at the default tolerance, the same as ``filter_tolerance=filter_tolerance_default(dtype)``
+            (see ``filter_tolerance``). A float ``eps > 0`` (unbounded, Cut Cross Entropy's test):
+            each block of the logits gradient the plan forms (a row chunk, or a vocabulary-outer
+            block) is cut into blocks of 64 rows x 128 vocabulary columns, and every block whose
+            entries of ``p - onehot(target)`` (before the upstream gradient and the mean's 1/N) are
+            all below ``eps`` in magnitude is left out of both gradient GEMMs; the dropped entries
+            are each below ``eps`` but their sum is not bounded (on flat distributions it changes
+            grad_input by tens of percent).
         memory_budget: workspace bytes for the plan choice (default ``TILEGRAD_FLCE_BUDGET``).
+        filter_tolerance: error-bounded gradient filtering with tolerance ``tau > 0`` (excludes a
+            float ``filter_eps``). With ``G`` the logits gradient, ``S_i = sum_j |G_ij| ||weight_j||``
+            and ``T_j = sum_i |G_ij| ||input_i||``: a 64 x 128 block is left out of
+            ``grad_input = G @ weight`` only while every row it covers keeps
+            ``sum over dropped j of |G_ij| ||weight_j|| <= tau * S_i``, so
+            ``||grad_input_i - exact_i|| <= tau * S_i`` on any distribution; likewise out of
+            ``grad_weight = G.T @ input`` with ``T_j`` per vocabulary column. Rounding ``G`` to the
+            input dtype (unit roundoff ``u``) already moves ``grad_input_i`` by up to ``u * S_i``;
+            the default ``tau = u`` (2**-8 for bfloat16, 2**-11 for float16, 2**-24 for float32)
+            at most doubles that bound. The loss and grad_bias stay exact, NaN is never dropped;
+            :func:`fused_linear_cross_entropy_filter_stats` gives the blocks skipped and the largest
+            dropped fractions.
         grad_input, grad_weight, grad_bias: False skips that gradient (its GEMM, and for
             ``grad_weight`` the fp32 accumulator of 16-bit weights, so a frozen projection takes the
             three-GEMM plans at a smaller budget); None is returned in its place. All False: the loss
@@ -167,19 +178,20 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         and z_loss are float32 (shape ``()``, or ``(BT,)`` for "none"), gradients in the input dtype.
     """
     op = "fused_linear_cross_entropy"
-    eps = filter_threshold(filter_eps, getattr(input, "dtype", None))
+    eps, tol = filter_settings(filter_eps, filter_tolerance, getattr(input, "dtype", None))
     if softcap is not None and not (check_float(op, "softcap", softcap) > 0.0):
         raise ValueError(f"fused_linear_cross_entropy: softcap must be None or > 0, got {softcap!r}")
     if memory_budget is not None and check_int(op, "memory_budget", memory_budget) <= 0:
         raise ValueError(f"fused_linear_cross_entropy: memory_budget must be None or > 0 bytes, got {memory_budget!r}")
     go = None if grad_output is None else np.asarray(grad_output, dtype=np.float32)
-    loss, gi, gw, gb, zl, blocks = _core.fused_linear_cross_entropy(
+    loss, gi, gw, gb, zl, blocks, bounded = _core.fused_linear_cross_entropy(
         input, weight, target, check_int(op, "ignore_index", ignore_index), reduction, bias, class_weight,
         check_float(op, "label_smoothing", label_smoothing), check_float(op, "lse_square_scale", lse_square_scale),
-        0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps,
+        0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps, tol,
         check_bool(op, "grad_input", grad_input), check_bool(op, "grad_weight", grad_weight),
         check_bool(op, "grad_bias", grad_bias))
     _last_filter_blocks.value = blocks
+    _last_filter_blocks.bounded = dict(bounded, tolerance=tol)
     out = (loss, gi, gw)
     if bias is not None:
         out += (gb,)
@@ -188,19 +200,49 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
     return out
 
 
+def filter_settings(filter_eps, filter_tolerance, dtype) -> Tuple[float, float]:
+    """``(eps, tolerance)`` of the filtering arguments for inputs of ``dtype`` (0.0: off; at most one is
+    set): ``filter_eps`` None, "auto" (bounded at :func:`filter_tolerance_default`) or a float >= 0
+    (the per-entry threshold); ``filter_tolerance`` None or a float >= 0 (bounded)."""
+    op = "fused_linear_cross_entropy"
+    tol = 0.0
+    if filter_tolerance is not None:
+        tol = check_float(op, "filter_tolerance", filter_tolerance)
+        if not (np.isfinite(tol) and tol >= 0.0):
+            raise ValueError(f"{op}: filter_tolerance must be None or a finite float >= 0, got {filter_tolerance!r}")
+    if isinstance(filter_eps, str):
+        if filter_eps != "auto":
+            raise ValueError(f"{op}: filter_eps must be None, 'auto' or a float >= 0, got {filter_eps!r}")
+        if filter_tolerance is not None:
+            raise ValueError(f"{op}: filter_eps='auto' is bounded filtering at the default tolerance; "
+                             f"pass filter_tolerance={filter_tolerance!r} alone")
+        return 0.0, filter_tolerance_default(dtype)
+    eps = filter_threshold(filter_eps, dtype)
+    if eps > 0.0 and tol > 0.0:
+        raise ValueError(f"{op}: filter_eps={filter_eps!r} (unbounded) and filter_tolerance={filter_tolerance!r} "
+                         "(bounded) exclude each other: set one")
+    return eps, tol
+
+
+def filter_tolerance_default(dtype) -> float:
+    """The unit roundoff of ``dtype`` (``finfo(dtype).eps / 2``: 2**-8 for bfloat16, 2**-11 for float16,
+    2**-24 for float32): G rounded to the dtype already moves each row of grad_input by up to this
+    fraction of the bound sum, so filtering at it at most doubles the worst case."""
+    if dtype is None or np.dtype(dtype) not in _FILTER_DTYPES:
+        raise TypeError(f"fused_linear_cross_entropy: filter_eps='auto' needs a float16, bfloat16 or float32 "
+                        f"input, got dtype {dtype}")
+    return float(ml_dtypes.finfo(dtype).eps) / 2.0
+
+
 def filter_threshold(filter_eps, dtype) -> float:
-    """The gradient-filtering threshold of ``filter_eps`` (None, "auto" or a float >= 0) for inputs of
-    ``dtype``: 0.0 means exact (no filtering)."""
+    """The per-entry threshold of a float ``filter_eps`` (None or a finite float >= 0; 0.0: off). "auto"
+    means bounded filtering (:func:`filter_settings`), so it has no threshold: 0.0."""
     op = "fused_linear_cross_entropy"
     if filter_eps is None:
         return 0.0
     if isinstance(filter_eps, str):
-        if filter_eps != "auto":
-            raise ValueError(f"{op}: filter_eps must be None, 'auto' or a float >= 0, got {filter_eps!r}")
-        if dtype is None or np.dtype(dtype) not in _FILTER_DTYPES:
-            raise TypeError(f"{op}: filter_eps='auto' needs a float16, bfloat16 or float32 input, "
-                            f"got dtype {dtype}")
-        return float(ml_dtypes.finfo(dtype).eps) / 32.0
+        filter_settings(filter_eps, None, dtype)  # checks the string and the dtype
+        return 0.0
     eps = check_float(op, "filter_eps", filter_eps)
     if not (np.isfinite(eps) and eps >= 0.0):
         raise ValueError(f"{op}: filter_eps must be None, 'auto' or a finite float >= 0, got {filter_eps!r}")
@@ -212,16 +254,31 @@ _FILTER_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(n
 
 class _LastFilterBlocks(threading.local):
     value = (0, 0)
+    bounded = {}
 
 
 _last_filter_blocks = _LastFilterBlocks()
 
 
-def fused_linear_cross_entropy_filter_stats() -> Tuple[int, int]:
-    """``(active, total)`` logits-gradient blocks of this thread's last
-    :func:`fused_linear_cross_entropy` call: with ``filter_eps`` set, ``1 - active / total`` of the
-    gradient GEMMs' work was skipped (``(0, 0)`` without filtering)."""
-    return tuple(_last_filter_blocks.value)
+def fused_linear_cross_entropy_filter_stats(detail: bool = False):
+    """Gradient filtering in this thread's last :func:`fused_linear_cross_entropy` call.
+
+    ``(active, total)`` 64 x 128 logits-gradient blocks (``(0, 0)`` without filtering): a block is
+    active when a gradient product ran on it. With ``detail=True``, a dict adding, for bounded
+    filtering (``filter_tolerance`` or ``filter_eps="auto"``; zeros otherwise): ``tolerance``,
+    ``input_blocks_run`` / ``weight_blocks_run`` (blocks the grad_input / grad_weight product ran on,
+    of ``blocks``), ``input_skipped`` / ``weight_skipped`` (their skipped shares), and
+    ``max_row_dropped`` / ``max_column_dropped``: the largest dropped fraction of any row's
+    ``S_i`` / any vocabulary column's ``T_j`` (each at most ``tolerance``)."""
+    active, total = _last_filter_blocks.value
+    if not detail:
+        return (active, total)
+    b = dict(_last_filter_blocks.bounded) or {"blocks": 0, "input_blocks_run": 0, "weight_blocks_run": 0,
+                                              "max_row_dropped": 0.0, "max_column_dropped": 0.0, "tolerance": 0.0}
+    blocks = b["blocks"]
+    b["input_skipped"] = 1.0 - b["input_blocks_run"] / blocks if blocks else 0.0
+    b["weight_skipped"] = 1.0 - b["weight_blocks_run"] / blocks if blocks else 0.0
+    return {"active": active, "total": total, **b}
 
 
 def fused_linear_cross_entropy_plan(bt: int, h: int, v: int, dtype=np.float32,

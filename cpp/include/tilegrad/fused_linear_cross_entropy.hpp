@@ -72,6 +72,24 @@ struct FusedLinearCrossEntropyOptions {
   // loss stays exact; results stay independent of the thread count. 0: exact. Finite, >= 0.
   float filter_eps = 0.0f;
   int64_t* filter_blocks = nullptr;          // output [active, total] gradient blocks (diagnostics); optional
+  // Error-bounded gradient filtering (opt-in; excludes filter_eps > 0): tau = filter_tolerance > 0.
+  // Within each block of the logits gradient G the plan forms, a 64-row x 128-column block is left
+  // out of grad_input = G @ weight only while, for every row i it covers, the dropped part of
+  // S_i = sum_j |G_ij| * ||weight_j|| stays <= tau * S_i, hence ||dropped part of grad_input_i|| <=
+  // tau * S_i (triangle inequality), whatever the distribution; likewise out of grad_weight =
+  // G^T @ input per vocabulary column j with T_j = sum_i |G_ij| * ||input_i||. G rounded to the
+  // input dtype (unit roundoff u) already moves grad_input_i by up to u * S_i: tau = u (Python's
+  // default, 2^-8 for bfloat16) at most doubles that bound. NaN entries are never dropped; the loss
+  // and grad_bias stay exact; results stay independent of the thread count. Finite, >= 0; 0: off.
+  float filter_tolerance = 0.0f;
+  struct FilterStats {
+    int64_t blocks = 0;                      // 64 x 128 blocks of G
+    int64_t input_blocks_run = 0;            // of which the grad_input product ran
+    int64_t weight_blocks_run = 0;           // of which the grad_weight product ran
+    double max_row_dropped = 0.0;            // max_i (dropped part of S_i) / S_i over the call
+    double max_column_dropped = 0.0;         // max_j (dropped part of T_j) / T_j over the call
+  };
+  FilterStats* filter_stats = nullptr;       // output with filter_tolerance > 0 (diagnostics); optional
 };
 TILEGRAD_API void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& weight,
                                                 const TensorView& target, int64_t ignore_index, Reduction reduction,

@@ -107,6 +107,111 @@ ActiveBlocks find_active_blocks(const FlceKernels* k, const char* g, DType dt, i
   return a;
 }
 
+// ---- Error-bounded filtering (FlceFilterBound) ----
+
+// Which blocks of a G block each product runs ([row block][column block], 1: runs).
+struct BoundedMasks {
+  int64_t row_blocks = 0, col_blocks = 0;
+  std::vector<uint8_t> input, weight;
+  bool input_at(int64_t rb, int64_t cb) const { return input[rb * col_blocks + cb] != 0; }
+  bool weight_at(int64_t rb, int64_t cb) const { return weight[rb * col_blocks + cb] != 0; }
+};
+
+// part / total, 0 for an empty part; NaN from a NaN anywhere (then the block is never dropped).
+float share(float part, float total) { return part == 0.0f ? 0.0f : part / total; }
+// m = max(m, x), except that a NaN, once seen, stays.
+void take_max(float& m, float x) {
+  if (std::isnan(x) || x > m) m = x;
+}
+
+// Of n blocks with shares share[k * stride], drops the smallest (ties: lower k first) while the
+// dropped shares sum to at most tolerance: run[k * stride] = 0 for those, 1 for the others. The sum
+// bounds the dropped fraction of every row (column) the blocks cover. NaN shares always run.
+void drop_within_budget(const float* shares, int64_t n, int64_t stride, float tolerance, uint8_t* run) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const float x = shares[a * stride], y = shares[b * stride];
+    return !std::isnan(x) && (std::isnan(y) || x < y);
+  });
+  double used = 0.0;
+  for (int64_t i = 0; i < n; ++i) run[i * stride] = 1;
+  for (int64_t k : order) {
+    const double next = used + double(shares[k * stride]);
+    if (!(next <= double(tolerance))) break;  // also stops at the first NaN
+    used = next;
+    run[k * stride] = 0;
+  }
+}
+
+// The two masks of one G block g (rows b0.., vocabulary columns v0.. of the whole problem); adds
+// each row's and column's bound sum and dropped part to fb.
+BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0, int64_t v0, FlceFilterBound& fb,
+                           int threads) {
+  const int64_t rows = g.rows, cols = g.cols, es = dtype_size(g.dtype);
+  BoundedMasks m;
+  m.row_blocks = (rows + kFilterRows - 1) / kFilterRows;
+  m.col_blocks = (cols + kFilterCols - 1) / kFilterCols;
+  const int64_t rbs = m.row_blocks, cbs = m.col_blocks;
+  // d[r][cb]: row r's part of S over column block cb; e[rb][j]: column j's part of T over row block rb
+  std::vector<float> d(rows * cbs), e(rbs * cols, 0.0f), s(rows, 0.0f), t(cols, 0.0f);
+  const char* gp = static_cast<const char*>(g.data);
+  for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
+    for (int64_t rb = rb0; rb < rb1; ++rb)
+      for (int64_t r = rb * kFilterRows; r < std::min(rows, (rb + 1) * kFilterRows); ++r) {
+        k->bound_sums(gp + r * g.row_stride * es, g.dtype, cols, kFilterCols, fb.weight_norms + v0,
+                      fb.input_norms[b0 + r], &d[r * cbs], &e[rb * cols]);
+        for (int64_t cb = 0; cb < cbs; ++cb) s[r] += d[r * cbs + cb];
+      }
+  });
+  for_row_tiles(cols, threads, [&](int64_t j0, int64_t j1) {
+    for (int64_t rb = 0; rb < rbs; ++rb)
+      for (int64_t j = j0; j < j1; ++j) t[j] += e[rb * cols + j];
+  });
+  // Each block's share: its largest row share (grad_input) and largest column share (grad_weight).
+  std::vector<float> row_share(rbs * cbs, 0.0f), col_share(rbs * cbs, 0.0f);
+  for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
+    for (int64_t rb = rb0; rb < rb1; ++rb)
+      for (int64_t cb = 0; cb < cbs; ++cb) {
+        float& rs = row_share[rb * cbs + cb];
+        for (int64_t r = rb * kFilterRows; r < std::min(rows, (rb + 1) * kFilterRows); ++r)
+          take_max(rs, share(d[r * cbs + cb], s[r]));
+        float& cs = col_share[rb * cbs + cb];
+        for (int64_t j = cb * kFilterCols; j < std::min(cols, (cb + 1) * kFilterCols); ++j)
+          take_max(cs, share(e[rb * cols + j], t[j]));
+      }
+  });
+  m.input.assign(rbs * cbs, 1);
+  m.weight.assign(rbs * cbs, 1);
+  for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
+    for (int64_t rb = rb0; rb < rb1; ++rb)
+      drop_within_budget(&row_share[rb * cbs], cbs, 1, fb.tolerance, &m.input[rb * cbs]);
+  });
+  for_row_tiles(cbs, threads, [&](int64_t cb0, int64_t cb1) {
+    for (int64_t cb = cb0; cb < cb1; ++cb)
+      drop_within_budget(&col_share[cb], rbs, cbs, fb.tolerance, &m.weight[cb]);
+  });
+  // What was really dropped, per row and column (diagnostics; fixed order).
+  for (int64_t r = 0; r < rows; ++r) {
+    double dropped = 0.0;
+    for (int64_t cb = 0; cb < cbs; ++cb)
+      if (!m.input_at(r / kFilterRows, cb)) dropped += d[r * cbs + cb];
+    fb.row_total[b0 + r] += s[r];
+    fb.row_dropped[b0 + r] += dropped;
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    double dropped = 0.0;
+    for (int64_t rb = 0; rb < rbs; ++rb)
+      if (!m.weight_at(rb, j / kFilterCols)) dropped += e[rb * cols + j];
+    fb.col_total[v0 + j] += t[j];
+    fb.col_dropped[v0 + j] += dropped;
+  }
+  fb.blocks += rbs * cbs;
+  fb.input_blocks_run += std::count(m.input.begin(), m.input.end(), uint8_t(1));
+  fb.weight_blocks_run += std::count(m.weight.begin(), m.weight.end(), uint8_t(1));
+  return m;
+}
+
 // Where one gradient of a filtered G block goes. With acc (fp32 rows that accumulate across G
 // blocks: the fp32 output itself or an accumulator), written[row] says whether the row holds a
 // partial sum yet (the first product overwrites it); rows never written are zeroed by
@@ -186,12 +291,44 @@ void zero_unwritten_rows(const FlceKernels* k, const GemmMatrix& acc, uint8_t* w
   std::memset(written, 0, acc.rows);
 }
 
-// Both gradient products of one filtered G block g (bc x vc, dense): gin (+)= G @ w_rows and
-// gw (+)= G^T @ x_rows, skipping inactive blocks.
+// dst (+)= a @ b whole, for a mask with every block active: the exact path's one GEMM (shape-only
+// blocks over all threads) instead of one GEMM per output block.
+void whole_product(const FlceKernels* k, const GemmMatrix& a, const GemmMatrix& b, const FilteredDst& dst,
+                   int threads) {
+  if (!dst.acc.data) return core::gemm(a, b, dst.out, false, threads);
+  zero_unwritten_rows(k, dst.acc, dst.written);  // (rows without a partial sum yet start from 0)
+  core::gemm(a, b, dst.acc, true, threads);
+  std::memset(dst.written, 1, dst.acc.rows);
+}
+
+bool all_set(const std::vector<uint8_t>& flags) {
+  return std::all_of(flags.begin(), flags.end(), [](uint8_t f) { return f != 0; });
+}
+
+// Both gradient products of one filtered G block g (bc x vc, dense; rows b0.., columns v0.. of the
+// problem): gin (+)= G @ w_rows and gw (+)= G^T @ x_rows, skipping inactive blocks.
 // row_scale: each G row's softmax coefficient (see find_active_blocks).
-void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, const float* row_scale, const GemmMatrix& x_rows,
-                        const GemmMatrix& w_rows, const FlceFeatures& f, const FilteredDst& gin, const FilteredDst& gw,
-                        int threads) {
+void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, int64_t b0, int64_t v0, const float* row_scale,
+                        const GemmMatrix& x_rows, const GemmMatrix& w_rows, const FlceFeatures& f,
+                        const FilteredDst& gin, const FilteredDst& gw, int threads) {
+  if (f.bound) {
+    const BoundedMasks m = bounded_masks(k, g, b0, v0, *f.bound, threads);
+    if (f.filter_counts) {
+      for (size_t b = 0; b < m.input.size(); ++b) f.filter_counts[0] += (m.input[b] | m.weight[b]) != 0;
+      f.filter_counts[1] += int64_t(m.input.size());
+    }
+    if (all_set(m.input)) whole_product(k, g, w_rows, gin, threads);
+    else
+      filtered_product(
+          k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return m.input_at(o, r); }, gin,
+          threads);
+    if (all_set(m.weight)) whole_product(k, g.t(), x_rows, gw, threads);
+    else
+      filtered_product(
+          k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return m.weight_at(r, o); }, gw,
+          threads);
+    return;
+  }
   const ActiveBlocks act = find_active_blocks(k, static_cast<const char*>(g.data), g.dtype, g.rows, g.cols,
                                               f.filter_eps, row_scale, threads);
   if (f.filter_counts) {
@@ -235,6 +372,24 @@ FlceRowResult flce_row_result(const FlceLossSpec& s, int64_t i, bool valid, floa
   r.coef_t = float(sc * (1.0 - eps) * wt);
   r.coef_u = float(sc * eps / classes);
   return r;
+}
+
+std::vector<float> flce_row_norms(const TensorView& m, Isa isa, int threads) {
+  const int64_t rows = m.shape[0], cols = m.shape[1], es = dtype_size(m.dtype);
+  const FlceKernels* k = flce_kernels(isa);
+  std::vector<float> out(rows);
+  for_row_tiles(rows, threads, [&](int64_t r0, int64_t r1) {
+    std::vector<char> row(m.strides[1] == 1 ? 0 : cols * es);
+    for (int64_t r = r0; r < r1; ++r) {
+      const char* src = static_cast<const char*>(m.data) + r * m.strides[0] * es;
+      if (!row.empty()) {  // a strided row, gathered
+        for (int64_t c = 0; c < cols; ++c) std::memcpy(&row[c * es], src + c * m.strides[1] * es, es);
+        src = row.data();
+      }
+      out[r] = std::sqrt(k->sum_squares(src, m.dtype, cols));
+    }
+  });
+  return out;
 }
 
 bool flce_gemmable(const TensorView& m) {
@@ -325,7 +480,7 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
   float* acc_in = reinterpret_cast<float*>(at(workspace, t.acc_input_offset));
   float* acc_w = reinterpret_cast<float*>(at(workspace, t.acc_weight_offset));
   const GemmMatrix gin = matrix_of(grad_input), gw = matrix_of(grad_weight);
-  const bool filter = f && f->filter_eps > 0.0f;
+  const bool filter = f && (f->filter_eps > 0.0f || f->bound);
   std::vector<uint8_t> gin_written(filter ? t.acc_input_rows : 0, 0), gw_written(filter ? t.acc_weight_rows : 0, 0);
   // An fp32 accumulator's rows, rounded into out rows [r0, r0 + rows) (filtering: unreached rows are 0).
   const auto flush = [&](const float* acc, std::vector<uint8_t>& written, const TensorView& out, int64_t r0,
@@ -377,7 +532,7 @@ void flce_grad_run(const FlceGradTiling& t, const TensorView& input, const Tenso
     if (filter) {
       const int64_t ai = t.v_outer ? b0 : 0, aw = t.v_outer ? 0 : v0;
       filtered_gradients(
-          k, gm, row_grad + b0, x.row_block(b0, bc), w.row_block(v0, vc), *f,
+          k, gm, b0, v0, row_grad + b0, x.row_block(b0, bc), w.row_block(v0, vc), *f,
           t.grad_input_direct ? complete_into(gin.row_block(b0, bc))
                               : accumulate_into(GemmMatrix::rowmajor(acc_in + ai * h, DType::kFloat32, bc, h, h),
                                                 gin_written.data() + ai),
@@ -441,7 +596,7 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
   float* acc_w = t.acc_weight_bytes ? reinterpret_cast<float*>(at(workspace, t.acc_weight_offset)) : nullptr;
   const bool transform = f.bias || f.softcap != 0.0f;
   const float ninf = -std::numeric_limits<float>::infinity();
-  const bool filter = f.filter_eps > 0.0f;
+  const bool filter = f.filter_eps > 0.0f || f.bound;
   // grad_weight sums over the chunks in fp32: the accumulator (16-bit weights), else the fp32 output
   // itself. (Filtering, 16-bit, whole plan: no accumulator, the one chunk completes it.)
   const GemmMatrix gw_acc = acc_w ? GemmMatrix::rowmajor(acc_w, DType::kFloat32, v, h, h) : gw;
@@ -485,7 +640,7 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
     if (f.grad_bias_acc) accumulate_columns(k, f.grad_bias_acc, g, dt, bc, v, t.threads);
     const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, v, v);
     if (filter) {
-      filtered_gradients(k, gm, row_coef.data(), x.row_block(b0, bc), w, f, complete_into(gin.row_block(b0, bc)),
+      filtered_gradients(k, gm, b0, 0, row_coef.data(), x.row_block(b0, bc), w, f, complete_into(gin.row_block(b0, bc)),
                          gw_sums ? accumulate_into(gw_acc, gw_written.data()) : complete_into(gw), t.threads);
       continue;
     }

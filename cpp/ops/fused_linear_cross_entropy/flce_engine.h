@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/vec1.h"
 #include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
@@ -28,7 +29,30 @@ struct FlceFeatures {
   // |g| < filter_eps * |the row's softmax coefficient|. 0: exact.
   float filter_eps = 0.0f;
   int64_t* filter_counts = nullptr;  // [active, total] G blocks, added to (diagnostics), or null
+  struct FlceFilterBound* bound = nullptr;  // error-bounded filtering (then filter_eps is 0), or null
 };
+
+// Error-bounded gradient filtering (the single-process op's filter_tolerance): in each G block of the
+// plan, a kFilterRows x kFilterCols block is left out of grad_input = G @ W while, for every row i
+// it covers, the dropped part of S_i = sum_j |g_ij| ||W_j|| stays within tolerance * S_i (so
+// ||dropped part of grad_input_i|| <= tolerance * S_i), and out of grad_weight = G^T @ X while, for
+// every column j, the dropped part of T_j = sum_i |g_ij| ||x_i|| stays within tolerance * T_j. Each
+// block counts with its largest row (column) share; both products have their own mask. A bound
+// holding in every G block holds for the sums over them.
+struct FlceFilterBound {
+  float tolerance = 0.0f;
+  const float* weight_norms = nullptr;  // (V) ||W_j||, fp32
+  const float* input_norms = nullptr;   // (BT) ||x_i||, fp32
+  // Per row (BT) and vocabulary column (V): S / T summed over the G blocks, and their dropped parts.
+  double* row_total = nullptr;
+  double* row_dropped = nullptr;
+  double* col_total = nullptr;
+  double* col_dropped = nullptr;
+  int64_t blocks = 0, input_blocks_run = 0, weight_blocks_run = 0;  // added to
+};
+
+// Row norms ||m_r|| (fp32 of fp32 sums of squares) of a (rows x cols) matrix of any float dtype / strides.
+std::vector<float> flce_row_norms(const TensorView& m, Isa isa, int threads);
 
 constexpr int64_t kFilterRows = 64;   // rows of G per filtering block
 constexpr int64_t kFilterCols = 128;  // vocabulary columns of G per filtering block

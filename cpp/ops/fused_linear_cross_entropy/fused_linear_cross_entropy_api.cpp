@@ -72,6 +72,11 @@ void validate_options(const Args& a, Reduction reduction, const FusedLinearCross
               o.softcap);
   core::check(std::isfinite(o.filter_eps) && o.filter_eps >= 0.0f, kOp,
               ": filter_eps must be finite and >= 0 (0: exact), got ", o.filter_eps);
+  core::check(std::isfinite(o.filter_tolerance) && o.filter_tolerance >= 0.0f, kOp,
+              ": filter_tolerance must be finite and >= 0 (0: off), got ", o.filter_tolerance);
+  core::check(!(o.filter_tolerance > 0.0f && o.filter_eps > 0.0f), kOp,
+              ": filter_eps (", o.filter_eps, ") and filter_tolerance (", o.filter_tolerance,
+              ") exclude each other: set one");
   core::check(o.memory_budget >= 0, kOp, ": memory_budget must be >= 0 bytes (0: default), got ", o.memory_budget);
 }
 
@@ -148,6 +153,7 @@ class FusedLaunch final : public core::Launch {
                         {"z_loss", &a_.z_loss}}, tiling_);
     core::trace_gemm(trace_, a_.input.dtype);
     trace_.field("filter_eps", o.filter_eps);
+    if (o.filter_tolerance > 0.0f) trace_.field("filter_tolerance", o.filter_tolerance);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 
@@ -162,6 +168,14 @@ class FusedLaunch final : public core::Launch {
     storage->assign(size_t(rows * cols * dtype_size(a_.input.dtype)), 0);
     return TensorView(storage->data(), a_.input.dtype, {rows, cols});
   }
+  // Bounded filtering's state: the row norms of both operands and the per-row / per-column tallies.
+  struct Bound {
+    std::vector<float> weight_norms, input_norms;
+    std::vector<double> row_total, row_dropped, col_total, col_dropped;
+    FlceFilterBound state;
+  };
+  void start_bound(Bound& b) const;
+  void report_bound(const Bound& b) const;
   void bias_grad_without_hidden(const FlceFeatures& f, const std::vector<float>& mx, const std::vector<float>& sum,
                                 const std::vector<float>& cp, const std::vector<float>& ct,
                                 const std::vector<float>& cu, const std::vector<int64_t>& col) const;
@@ -191,6 +205,41 @@ std::vector<int64_t> FusedLaunch::target_columns(int64_t* valid) const {
     ++*valid;
   }
   return col;
+}
+
+void FusedLaunch::start_bound(Bound& b) const {
+  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  b.weight_norms = flce_row_norms(a_.weight, tiling_.isa, tiling_.threads);
+  b.input_norms = flce_row_norms(a_.input, tiling_.isa, tiling_.threads);
+  b.row_total.assign(bt, 0.0);
+  b.row_dropped.assign(bt, 0.0);
+  b.col_total.assign(v, 0.0);
+  b.col_dropped.assign(v, 0.0);
+  b.state.tolerance = o_.filter_tolerance;
+  b.state.weight_norms = b.weight_norms.data();
+  b.state.input_norms = b.input_norms.data();
+  b.state.row_total = b.row_total.data();
+  b.state.row_dropped = b.row_dropped.data();
+  b.state.col_total = b.col_total.data();
+  b.state.col_dropped = b.col_dropped.data();
+}
+
+// Largest dropped / total over entries with a positive total (0 when nothing was dropped).
+double largest_fraction(const std::vector<double>& dropped, const std::vector<double>& total) {
+  double worst = 0.0;
+  for (size_t i = 0; i < total.size(); ++i)
+    if (total[i] > 0.0 && dropped[i] > 0.0) worst = std::max(worst, dropped[i] / total[i]);
+  return worst;
+}
+
+void FusedLaunch::report_bound(const Bound& b) const {
+  if (!o_.filter_stats) return;
+  FusedLinearCrossEntropyOptions::FilterStats& st = *o_.filter_stats;
+  st.blocks = b.state.blocks;
+  st.input_blocks_run = b.state.input_blocks_run;
+  st.weight_blocks_run = b.state.weight_blocks_run;
+  st.max_row_dropped = largest_fraction(b.row_dropped, b.row_total);
+  st.max_column_dropped = largest_fraction(b.col_dropped, b.col_total);
 }
 
 // H = 0: no GEMM runs (the gradient blocks only write zeros), the logits are the (capped) bias in
@@ -278,6 +327,11 @@ void FusedLaunch::run(void* workspace) {
   f.class_w = has_cw ? cw.data() : nullptr;
   f.grad_bias_acc = gb_acc.empty() ? nullptr : gb_acc.data();
   f.filter_eps = o_.filter_eps;
+  Bound bound;
+  if (o_.filter_tolerance > 0.0f && a_.input.shape[1] > 0) {
+    start_bound(bound);
+    f.bound = &bound.state;
+  }
   int64_t filter_blocks[2] = {0, 0};
   f.filter_counts = filter_blocks;
   std::vector<float> ce(bt, 0.0f), zl(bt, 0.0f);
@@ -347,6 +401,7 @@ void FusedLaunch::run(void* workspace) {
     loss.set_f32(0, float(c + z));
     if (want_z) zout.set_f32(0, float(z));
   }
+  report_bound(bound);
   if (o_.filter_blocks) {
     o_.filter_blocks[0] = filter_blocks[0];
     o_.filter_blocks[1] = filter_blocks[1];

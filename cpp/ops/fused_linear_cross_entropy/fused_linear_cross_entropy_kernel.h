@@ -49,6 +49,13 @@ struct FlceKernels {
   // Gradient filtering: flags[b] = 1 if some g[j] of column block b (columns [b * block, (b + 1) *
   // block) of the n contiguous elements of dtype) has |g[j]| >= eps or is NaN; other flags untouched.
   void (*mark_active)(const void* g, DType dtype, int64_t n, int64_t block, float eps, uint8_t* flags);
+  // Bounded filtering, one G row (n contiguous elements of dtype): block_sums[b] = sum over column
+  // block b of |g[j]| * col_norm[j], and col_acc[j] += |g[j]| * row_norm (fp32, one fixed order; a
+  // NaN reaches both).
+  void (*bound_sums)(const void* g, DType dtype, int64_t n, int64_t block, const float* col_norm, float row_norm,
+                     float* block_sums, float* col_acc);
+  // sum_j x[j]^2 over n contiguous elements of dtype, fp32, one fixed order.
+  float (*sum_squares)(const void* x, DType dtype, int64_t n);
 };
 
 const FlceKernels* flce_kernels_scalar();

@@ -72,13 +72,14 @@ def _fused(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor]
            options: tuple, wanted: Tuple[bool, bool, bool], grad_output: Optional[Tensor] = None):
     """The fused op on torch tensors: (loss, grad_input, grad_weight, grad_bias), None for a
     gradient not wanted. ``grad_output``: float32 upstream gradient (scalar or per row)."""
-    ignore_index, label_smoothing, reduction, filter_eps = options
+    ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance = options
     sync_threads()
     results = _flce.fused_linear_cross_entropy(
         as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index, _REDUCTION_NAMES[reduction],
         bias=optional_numpy(bias), class_weight=optional_numpy(class_weight), label_smoothing=label_smoothing,
         grad_output=None if grad_output is None else as_numpy(grad_output),
         filter_eps=filter_eps if filter_eps > 0.0 else None,
+        filter_tolerance=filter_tolerance if filter_tolerance > 0.0 else None,
         grad_input=wanted[0], grad_weight=wanted[1], grad_bias=wanted[2] and bias is not None)
     loss, gi, gw = results[:3]
     gb = results[3] if bias is not None else None
@@ -110,14 +111,14 @@ def composite_grads(grad_loss: Tensor, input: Tensor, weight: Tensor, target: Te
 
 class LinearCrossEntropyFunction(torch.autograd.Function):
     """``(rows (BT, H), weight (V, H), target (BT,), bias, class_weight fp32, ignore_index,
-    label_smoothing, reduction code, filter_eps)`` -> float32 loss (scalar, or (BT,) for "none")."""
+    label_smoothing, reduction code, filter_eps, filter_tolerance)`` -> float32 loss (scalar, or (BT,) for "none")."""
 
     @staticmethod
     def forward(ctx, input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
-                filter_eps):
+                filter_eps, filter_tolerance):
         needs = ctx.needs_input_grad
         wanted = (needs[0], needs[1], bias is not None and needs[3])
-        options = (ignore_index, label_smoothing, reduction, filter_eps)
+        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance)
         ctx.options, ctx.wanted, ctx.pending = options, wanted, None
         ctx.save_for_backward(input, weight, target, bias, class_weight)
         ahead = reduction != 0 and any(wanted) and _nothing_pending()
@@ -131,12 +132,12 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss):
         if torch.is_grad_enabled():
-            ignore_index, label_smoothing, reduction, _ = ctx.options
+            ignore_index, label_smoothing, reduction = ctx.options[:3]
             grads = composite_grads(grad_loss, *ctx.saved_tensors, ignore_index, label_smoothing,
                                     _REDUCTION_NAMES[reduction])
         else:
             grads = _backward(ctx, grad_loss)
-        return grads[0], grads[1], None, grads[2], None, None, None, None, None
+        return grads[0], grads[1], None, grads[2], None, None, None, None, None, None
 
 
 def _backward(ctx, grad_loss: Tensor):
@@ -154,13 +155,14 @@ def _backward(ctx, grad_loss: Tensor):
 
 
 def apply(rows: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], class_weight: Optional[Tensor],
-          ignore_index: int, label_smoothing: float, reduction: int, filter_eps: float) -> Tensor:
+          ignore_index: int, label_smoothing: float, reduction: int, filter_eps: float,
+          filter_tolerance: float = 0.0) -> Tensor:
     if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (rows, weight, bias))):
         # no autograd node: the loss alone (its needs_input_grad would still say requires_grad)
-        options = (ignore_index, label_smoothing, reduction, filter_eps)
+        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance)
         return _fused(rows, weight, target, bias, class_weight, options, (False, False, False))[0]
     return LinearCrossEntropyFunction.apply(rows, weight, target, bias, class_weight, ignore_index, label_smoothing,
-                                            reduction, filter_eps)
+                                            reduction, filter_eps, filter_tolerance)
 
 
 def flatten_rows(input: Tensor) -> Tensor:

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from . import _linear_cross_entropy as _LCE
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
-from .._fused_linear_cross_entropy import filter_threshold
+from .._fused_linear_cross_entropy import filter_settings
 from ._tensor import KERNEL_FLOAT_DTYPES, numpy_dtype, unsupported_reason
 
 __all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
@@ -236,7 +236,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
 def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
                          linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
-                         options=None, filter_eps: Union[None, str, float] = None) -> Tensor:
+                         options=None, filter_eps: Union[None, str, float] = None,
+                         filter_tolerance: Optional[float] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices, with ``linear_bias``,
@@ -254,13 +255,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     (K-dimensional weights, float64, ...) torch's ``F.linear_cross_entropy`` runs, with ``options``
     (its chunking) passed on.
 
-    ``filter_eps`` (a tilegrad extension; None: exact): gradient filtering as in
-    :func:`tilegrad.fused_linear_cross_entropy` (``"auto"`` = ``finfo(dtype).eps / 32``, 2**-12 for
-    bfloat16) on the fused path; the loss is always exact.
+    ``filter_eps`` / ``filter_tolerance`` (tilegrad extensions; None: exact): gradient filtering as in
+    :func:`tilegrad.fused_linear_cross_entropy` (``"auto"``: error-bounded at the dtype's unit
+    roundoff, 2**-8 for bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
-    eps = filter_threshold(filter_eps, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
+    eps, tol = filter_settings(filter_eps, filter_tolerance, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
     if ignore_index is None:
         ignore_index = -100
     loss_dtype = input.dtype
@@ -274,13 +275,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
         return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
     rows = _LCE.flatten_rows(input)
     if torch.compiler.is_compiling():
-        loss = _linear_cross_entropy_ops(rows, *args[1:], eps)
+        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol)
     elif _LCE.small_problem(rows.shape[0], rows.shape[1], linear_weight.shape[0]) or _transform_active():
         return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
     else:
         class_weight = None if weight is None else weight.to(torch.float32)
         loss = _LCE.apply(rows, linear_weight, target.reshape(-1), linear_bias, class_weight, ignore_index,
-                          label_smoothing, _ops.REDUCTION_CODES[reduction], eps)
+                          label_smoothing, _ops.REDUCTION_CODES[reduction], eps, tol)
     return (loss.view(target.shape) if reduction == "none" else loss).to(loss_dtype)
 
 
@@ -300,7 +301,7 @@ def _transform_active() -> bool:
 
 
 def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
-                              label_smoothing, eps):
+                              label_smoothing, eps, tol):
     """Under torch.compile: the torch.ops.tilegrad ops (they have fake kernels)."""
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                  for t in (rows, linear_weight, linear_bias))
@@ -308,7 +309,7 @@ def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, 
         class_weight = None if weight is None else weight.to(torch.float32)
         loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
-                                                               _ops.REDUCTION_CODES[reduction], eps)
+                                                               _ops.REDUCTION_CODES[reduction], eps, tol)
         return loss
     if linear_bias is None and weight is None and label_smoothing == 0.0:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index)
