@@ -8,6 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# small tensors: tilegrad's kernels, not the crossover to torch (tests/torch/conftest.py)
+pytestmark = pytest.mark.usefixtures("kernels_at_every_size")
+
 from tilegrad.torch import _tensor  # noqa: E402
 
 MB = 1 << 20
