@@ -86,9 +86,6 @@ def _penalty_cases():
         "silu": (lambda h: tgt.silu(h).pow(2).sum(), lambda h: F.silu(h).pow(2).sum()),
         "bce": (lambda h: tgt.binary_cross_entropy_with_logits(h, y, w, pos_weight=pw),
                 lambda h: F.binary_cross_entropy_with_logits(h, y.double(), w.double(), pos_weight=pw.double())),
-        "bce-none-target-grad": (
-            lambda h: tgt.binary_cross_entropy_with_logits(h, h.sigmoid(), reduction="none").sum(),
-            lambda h: F.binary_cross_entropy_with_logits(h, h.sigmoid(), reduction="none").sum()),
     }
 
 
@@ -106,24 +103,20 @@ def test_second_derivatives_match_torch(name):
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")
-def test_embedding_second_derivative_matches_torch():
-    """The weight-gradient penalty of an embedding followed by a nonlinear layer (zero before)."""
+def test_bce_second_derivative_with_target_grad_raises_naming_tilegrad():
+    lin = torch.nn.Linear(12, 12)
+    x = torch.randn(6, 12, generator=_gen(21))
+    with pytest.raises(RuntimeError, match="tilegrad.*second derivatives.*target"):
+        _penalty(lambda h: tgt.binary_cross_entropy_with_logits(h, h.sigmoid().detach().requires_grad_()), lin, x)
+
+
+@pytest.mark.usefixtures("kernels_at_every_size")
+def test_embedding_second_derivative_raises_naming_tilegrad():
     ids = torch.randint(0, 9, (4, 5), generator=_gen(7))
-
-    def penalty(embed_fn, dtype):
-        torch.manual_seed(8)
-        weight = torch.randn(9, 6, dtype=dtype, requires_grad=True)
-        lin = torch.nn.Linear(6, 3).to(dtype)
-        loss = torch.tanh(lin(embed_fn(ids, weight))).pow(2).sum()
-        (g,) = torch.autograd.grad(loss, weight, create_graph=True)
-        g.pow(2).sum().backward()
-        return weight.grad, lin.weight.grad
-
-    got = penalty(lambda i, w: tgt.embedding(i, w, padding_idx=2, scale_grad_by_freq=True), torch.float32)
-    want = penalty(lambda i, w: F.embedding(i, w, padding_idx=2, scale_grad_by_freq=True), torch.float64)
-    assert got[0].abs().sum() > 0
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+    weight = torch.randn(9, 6, requires_grad=True)
+    loss = torch.tanh(tgt.embedding(ids, weight)).pow(2).sum()
+    with pytest.raises(RuntimeError, match="tilegrad.*second derivatives"):
+        torch.autograd.grad(loss, weight, create_graph=True)
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")
@@ -216,7 +209,7 @@ def test_k_dimensional_cross_entropy_is_one_call_with_torchs_values(reduction, w
     w = torch.rand(5, generator=g) + 0.5 if weighted else None
     xs = x.clone().requires_grad_()
     got = tgt.cross_entropy(xs, t, w, reduction=reduction, label_smoothing=0.05)
-    assert "TilegradCrossEntropyBackward" in str(got.grad_fn.next_functions) or reduction == "none"
+    assert reduction == "none" or _node_name(got) == "TilegradCrossEntropyBackward"
     xd = x.double().requires_grad_()
     want = F.cross_entropy(xd, t, None if w is None else w.double(), reduction=reduction, label_smoothing=0.05)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)

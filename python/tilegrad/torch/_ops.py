@@ -124,10 +124,10 @@ def _silu_setup(ctx, inputs, output) -> None:
 
 def silu_grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
     """The input gradient on both paths: ``kernel`` (the op, or the core directly), or with grad mode
-    on (``create_graph=True``) torch's differentiable ``silu_backward``, for second derivatives."""
+    on (``create_graph=True``) recomputed through torch's differentiable silu, for second derivatives."""
     (input,) = ctx.saved_tensors
     if torch.is_grad_enabled():
-        return torch.ops.aten.silu_backward(grad, input)
+        return recompute_grads(torch._C._nn.silu, (input,), (grad,))[0]
     return kernel(grad, input)
 
 
@@ -269,12 +269,14 @@ def _embedding_setup(ctx, inputs, output) -> None:
 
 
 def embedding_grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
-    """The weight gradient on both paths: ``kernel``, or with grad mode on (``create_graph=True``)
-    torch's ``embedding_dense_backward``, which is differentiable in ``grad`` (second derivatives)."""
+    """The weight gradient on both paths (``kernel``). With grad mode on (``create_graph=True``) it
+    refuses: torch's differentiable formula did not match torch's own second derivative in the tests."""
+    if torch.is_grad_enabled():
+        raise RuntimeError("tilegrad.torch.embedding: second derivatives (a backward with create_graph=True) are "
+                           "not supported; use torch.nn.functional.embedding for this layer")
     (indices,) = ctx.saved_tensors
     num_weights, padding_idx, scale_grad_by_freq = ctx.options
-    backward = torch.ops.aten.embedding_dense_backward if torch.is_grad_enabled() else kernel
-    return backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
+    return kernel(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
 
 
 def _embedding_grad(ctx, grad: Tensor):
@@ -344,6 +346,10 @@ def bce_grad_formula(ctx, grad: Tensor, kernel) -> Tuple[Optional[Tensor], Optio
     input, target, weight, pos_weight = ctx.saved_tensors
     reduction = ctx.reduction
     if torch.is_grad_enabled():
+        if target.requires_grad:  # not verified against torch: refuse rather than risk a wrong number
+            raise RuntimeError("tilegrad.torch.binary_cross_entropy_with_logits: second derivatives (a backward "
+                               "with create_graph=True) with a target that requires grad are not supported; use "
+                               "torch.nn.functional.binary_cross_entropy_with_logits for this loss")
         grad_input, grad_target = recompute_grads(
             lambda x, y: torch.ops.aten.binary_cross_entropy_with_logits(x, y, weight, pos_weight, reduction),
             (input, target), (grad,))
