@@ -2,6 +2,8 @@
 
     python benchmarks/bench_torch.py [--quick] [--reps N] [--json PATH]
     python benchmarks/bench_torch.py --interleaved  # the README's table: tilegrad and torch alternating
+    python benchmarks/bench_torch.py --overhead     # per-op overhead at 1K elements (eager, autograd)
+    python benchmarks/bench_torch.py --crossover    # small sizes: where torch's own function wins
 
 Each contender computes the loss (or output) and its gradient with ``torch.autograd.grad`` (autograd
 allocates the gradient, so there is no reused-output mode); times are the minimum over repetitions,
@@ -39,7 +41,11 @@ import torch.nn.functional as F  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
+from tilegrad.torch._autograd import (TilegradBceWithLogits, TilegradCrossEntropy, TilegradEmbedding,  # noqa: E402
+                                      TilegradSilu)
 from tilegrad.torch._tensor import as_numpy  # noqa: E402
+
+NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def grad_of(fn, *leaves):
@@ -283,6 +289,106 @@ def cross_entropy_saved(rows, classes):
             "tilegrad z-loss": saved_tensors(lambda: tgt.cross_entropy(x, t, z_loss_scale=1e-4), x)}
 
 
+def _small_cases(n, dtype, g):
+    """op -> (output of a function, the leaf, tilegrad's node, torch's function, tilegrad.torch's function)
+    for fwd+bwd at about ``n`` elements; elementwise outputs get a contiguous upstream gradient."""
+    x = torch.randn(n, generator=g).to(dtype).requires_grad_()
+    y = torch.rand(n, generator=g).to(dtype)
+    classes = 1000 if n >= 4000 else 16
+    logits = torch.randn(max(1, n // classes), classes, generator=g).to(dtype).requires_grad_()
+    target = torch.randint(0, classes, (logits.shape[0],), generator=g)
+    dim = 64
+    up = torch.randn(n, generator=g).to(dtype)
+    up_rows = torch.randn(max(1, n // dim), dim, generator=g).to(dtype)
+    table = torch.randn(64, dim, generator=g).to(dtype).requires_grad_()
+    ids = torch.randint(0, 64, (max(1, n // dim),), generator=g)
+    return {
+        "silu": (lambda f: (f(x), up), x, TilegradSilu.apply, F.silu, tgt.silu),
+        "cross_entropy": (lambda f: f(logits, target), logits,
+                          lambda a, t: TilegradCrossEntropy.apply(a, t, None, "mean", -100, 0.0, 0.0, False)[0],
+                          F.cross_entropy, tgt.cross_entropy),
+        "embedding": (lambda f: (f(ids, table), up_rows), table, lambda i, w: TilegradEmbedding.apply(w, i, -1, False),
+                      F.embedding, tgt.embedding),
+        "binary_cross_entropy_with_logits": (lambda f: f(x, y), x,
+                                             lambda a, b: TilegradBceWithLogits.apply(a, b, None, None, 1),
+                                             F.binary_cross_entropy_with_logits,
+                                             tgt.binary_cross_entropy_with_logits),
+    }
+
+
+def cpu_us(fn, calls, reps=5):
+    """Minimum over ``reps`` of the process CPU time per call (less disturbed by other processes on a
+    shared machine than wall time), microseconds."""
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.process_time() - t0) / calls)
+    return best * 1e6
+
+
+def fwd_bwd(output_of, leaf, fn):
+    """A contender: the output (a loss, or an output and its upstream gradient), autograd's gradient."""
+    def run():
+        out = output_of(fn)
+        out, up = out if isinstance(out, tuple) else (out, None)
+        return torch.autograd.grad(out, leaf, up)
+    return run
+
+
+def overhead_table(reps, n=1024):
+    """Per-call overhead of each tilegrad.torch function over torch's (eager, forward + backward through
+    autograd, 1 thread, 1K elements): what a user calls, its crossover included; and the tilegrad node
+    alone (no crossover). Contenders interleaved, minimum of the repetitions."""
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(6)
+    print("| op | dtype | torch us | tilegrad.torch us | overhead us | tilegrad node us | node overhead us |"
+          "\n|---|---|---|---|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        for op, (loss_of, leaf, node, theirs, ours) in _small_cases(n, dtype, g).items():
+            best = {"torch": float("inf"), "public": float("inf"), "node": float("inf")}
+            for _ in range(reps):
+                for name, fn in (("torch", theirs), ("public", ours), ("node", node)):
+                    best[name] = min(best[name], cpu_us(fwd_bwd(loss_of, leaf, fn), 200, reps=1))
+            print(f"| {op} | {NAMES[dtype]} | {best['torch']:.1f} | {best['public']:.1f} | "
+                  f"{best['public'] - best['torch']:+.1f} | {best['node']:.1f} | {best['node'] - best['torch']:+.1f} |",
+                  flush=True)
+
+
+def crossover_table(reps):
+    """tilegrad's node (whatever the size) vs torch's function, forward + backward, 1 thread, 1K..1M
+    elements: ratio torch / tilegrad (> 1: tilegrad faster); where it passes 1 is functional.CROSSOVER.
+    Then cross entropy with few classes (N=65536)."""
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(7)
+    ops = list(_small_cases(1024, torch.float32, g))
+    print("| dtype | elements | " + " | ".join(ops) + " |\n|---|---|" + "---|" * len(ops))
+    for dtype in (torch.float32, torch.bfloat16):
+        for n in (1024, 4096, 16384, 65536, 262144, 1 << 20):
+            calls = max(3, 100000 // n)
+            cells = []
+            for loss_of, leaf, node, theirs, _ in _small_cases(n, dtype, g).values():
+                mine, torch_us = float("inf"), float("inf")
+                for _ in range(reps):
+                    mine = min(mine, cpu_us(fwd_bwd(loss_of, leaf, node), calls, reps=1))
+                    torch_us = min(torch_us, cpu_us(fwd_bwd(loss_of, leaf, theirs), calls, reps=1))
+                cells.append(f"{torch_us / mine:.2f}x")
+            print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
+    print("\n| dtype | cross_entropy N=65536, C = | torch ms | tilegrad node ms | torch / tilegrad |\n|---|---|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        for classes in (2, 16, 64, 256):
+            x = torch.randn(65536, classes, generator=g).to(dtype).requires_grad_()
+            t = torch.randint(0, classes, (65536,), generator=g)
+            node = lambda a, b: TilegradCrossEntropy.apply(a, b, None, "mean", -100, 0.0, 0.0, False)[0]  # noqa: E731
+            mine, torch_us = float("inf"), float("inf")
+            for _ in range(reps):
+                mine = min(mine, cpu_us(fwd_bwd(lambda f: f(x, t), x, node), 3, reps=1))
+                torch_us = min(torch_us, cpu_us(fwd_bwd(lambda f: f(x, t), x, F.cross_entropy), 3, reps=1))
+            print(f"| {NAMES[dtype]} | {classes} | {torch_us / 1e3:.2f} | {mine / 1e3:.2f} | {torch_us / mine:.2f}x |",
+                  flush=True)
+
+
 def markdown(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
@@ -299,7 +405,14 @@ def main():
                         "default: torch's")
     parser.add_argument("--interleaved", action="store_true", help="only the README's table: each tilegrad call "
                         "followed by torch's, alternating, each timed (with its minor page faults)")
+    parser.add_argument("--overhead", action="store_true", help="only the per-op overhead table (1K elements)")
+    parser.add_argument("--crossover", action="store_true", help="only the small-size table behind "
+                        "tilegrad.torch.functional.CROSSOVER")
     args = parse_args(parser)
+    if args.overhead or args.crossover:
+        print(f"# 1 thread, process CPU time, load average {os.getloadavg()[0]:.2f}")
+        (overhead_table if args.overhead else crossover_table)(args.reps)
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     reps = 3 if args.quick else args.reps

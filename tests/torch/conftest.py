@@ -37,7 +37,8 @@ if torch is not None:
 
     @pytest.fixture
     def kernels_at_every_size(monkeypatch):
-        """The tests use small tensors: the decoder functions must run tilegrad's kernels there too
-        (no crossover to torch's composite below a size)."""
-        from tilegrad.torch import _decoder
-        monkeypatch.setattr(_decoder, "CROSSOVER", {op: {} for op in _decoder.CROSSOVER})
+        """The tests use small tensors: the functions must run tilegrad's kernels there too (no
+        crossover to torch's composite below a size)."""
+        from tilegrad.torch import _decoder, functional
+        for module in (_decoder, functional):
+            monkeypatch.setattr(module, "CROSSOVER", {op: {} for op in module.CROSSOVER})

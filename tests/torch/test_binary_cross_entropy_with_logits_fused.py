@@ -11,6 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# small tensors: tilegrad's kernels, not the crossover to torch (tests/torch/conftest.py)
+pytestmark = pytest.mark.usefixtures("kernels_at_every_size")
+
 import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch as tgt  # noqa: E402
@@ -69,7 +72,8 @@ def test_forward_runs_the_fused_kernel_once(monkeypatch, reduction, dtype):
     with Ops() as ops:
         loss = tgt.binary_cross_entropy_with_logits(xa, y, w, reduction=reduction, pos_weight=pw)
     assert len(calls) == 1
-    assert ops.seen == ["tilegrad.binary_cross_entropy_with_logits_fused.default"]   # no aten pass at all
+    # no aten pass at all: allocation, detach and bf16 views of the hand-off (the eager node calls the core)
+    assert set(ops.seen) <= {"aten.empty.memory_format", "aten.detach.default", "aten.view.dtype"}, ops.seen
     assert loss.dtype == y.dtype and loss.shape == (x.shape if reduction == "none" else ())
     assert_bce_forward_close(_np(loss.detach()), _np(x), _np(y), _np(w), _np(pw), reduction)
     loss.sum().backward()

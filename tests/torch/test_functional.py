@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+# small tensors: tilegrad's kernels, not the crossover to torch (tests/torch/conftest.py)
+pytestmark = pytest.mark.usefixtures("kernels_at_every_size")
 import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch as tgt  # noqa: E402

@@ -6,6 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# small tensors: tilegrad's kernels, not the crossover to torch (tests/torch/conftest.py)
+pytestmark = pytest.mark.usefixtures("kernels_at_every_size")
+
 from tilegrad.torch import nn as tnn  # noqa: E402
 from reference.torch_compare import assert_matches, rounded  # noqa: E402
 

@@ -15,6 +15,9 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch as tgt  # noqa: E402
+# small tensors: tilegrad's kernels, not the crossover to torch (tests/torch/conftest.py)
+pytestmark = pytest.mark.usefixtures("kernels_at_every_size")
+
 from tilegrad.torch import _tensor  # noqa: E402
 
 MB = 1 << 20

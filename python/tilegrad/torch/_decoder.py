@@ -34,8 +34,10 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from .. import _core
+from ._eager import on_kernel_path as _on_kernel_path, recompute_grads as _recompute_grads
+from ._eager import below_crossover, transform_active as _transform_active
 from ._ops import _define
-from ._tensor import as_numpy, new_output, unsupported_reason
+from ._tensor import as_numpy, new_output
 from ._threads import sync_threads
 
 __all__ = ["rms_norm", "silu_mul", "swiglu", "apply_rotary_pos_emb", "rotary_position_embedding"]
@@ -54,34 +56,7 @@ CROSSOVER = {
 
 
 def _small(op: str, t: Tensor) -> bool:
-    return t.numel() < CROSSOVER[op].get(t.dtype, 0)
-
-
-def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
-    return all(t is None or unsupported_reason(t) is None for t in tensors)
-
-
-def _transform_active() -> bool:
-    """A torch.func transform (grad, vmap, jacrev, ...) is running: its wrapped tensors cannot go to
-    the kernels, so the composite runs (same values)."""
-    return torch._C._functorch.peek_interpreter_stack() is not None
-
-
-def _recompute_grads(fn, inputs: Sequence[Optional[Tensor]], grads: Sequence[Optional[Tensor]]) -> List:
-    """Gradients of the differentiable composite ``fn(*inputs)`` w.r.t. the inputs that require grad,
-    with ``create_graph=True`` (a backward run under grad mode: higher-order gradients); None elsewhere."""
-    with torch.enable_grad():
-        outputs = fn(*inputs)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
-    wanted = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
-    result: List = [None] * len(inputs)
-    if pairs and wanted:
-        found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
-                                    create_graph=True, allow_unused=True)
-        for i, g in zip(wanted, found):
-            result[i] = g
-    return result
+    return below_crossover(CROSSOVER, op, t.numel(), t.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------

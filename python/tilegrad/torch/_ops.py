@@ -24,6 +24,7 @@ from torch import Tensor
 from .. import _core
 from .. import _fused_linear_cross_entropy as _flce
 from . import _linear_cross_entropy as _LCE
+from ._eager import recompute_grads
 from ._tensor import as_numpy, from_numpy, new_output, optional_numpy
 from ._threads import sync_threads
 
@@ -83,18 +84,27 @@ def _broadcast_shape(a: Tensor, b: Tensor) -> torch.Size:
     return a.shape if a.shape == b.shape else torch.broadcast_shapes(a.shape, b.shape)
 
 
+def _silu_backward_output(grad_output: Tensor, input: Tensor) -> Tensor:
+    """The gradient's tensor: in the input's memory format (a channels_last input gets a channels_last
+    gradient, as torch's; the kernel writes any strides) when the shapes match and the input is not
+    contiguous; otherwise contiguous (large ones from the recycled pool). The fake kernel calls this too."""
+    dtype = _silu_backward_dtype(grad_output, input)
+    if grad_output.shape == input.shape and (not input.is_contiguous() or input.numel() < 1 << 20):
+        # (~3 us cheaper per call than torch.empty(shape, dtype=...))
+        return torch.empty_like(input, dtype=dtype)
+    return new_output(_broadcast_shape(grad_output, input), dtype)
+
+
 def _silu_backward_impl(grad_output: Tensor, input: Tensor) -> Tensor:
     sync_threads()
-    if grad_output.shape == input.shape and grad_output.dtype == input.dtype and input.numel() < 1 << 20:
-        # ~3 us cheaper per call than torch.empty(shape, dtype=...); contiguous, as the fake says.
-        out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    else:
-        out = new_output(_broadcast_shape(grad_output, input), _silu_backward_dtype(grad_output, input))
+    out = _silu_backward_output(grad_output, input)
     _core.silu_backward(as_numpy(grad_output), as_numpy(input), as_numpy(out))
     return out
 
 
 def _silu_backward_fake(grad_output: Tensor, input: Tensor) -> Tensor:
+    if grad_output.shape == input.shape:
+        return torch.empty_like(input, dtype=_silu_backward_dtype(grad_output, input))
     return input.new_empty(_broadcast_shape(grad_output, input), dtype=_silu_backward_dtype(grad_output, input))
 
 
@@ -113,9 +123,17 @@ def _silu_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(inputs[0])
 
 
-def _silu_grad(ctx, grad: Tensor):
+def silu_grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
+    """The input gradient on both paths: ``kernel`` (the op, or the core directly), or with grad mode
+    on (``create_graph=True``) recomputed through torch's differentiable silu, for second derivatives."""
     (input,) = ctx.saved_tensors
-    return torch.ops.tilegrad.silu_backward(grad, input)
+    if torch.is_grad_enabled():
+        return recompute_grads(torch._C._nn.silu, (input,), (grad,))[0]
+    return kernel(grad, input)
+
+
+def _silu_grad(ctx, grad: Tensor):
+    return silu_grad_formula(ctx, grad, torch.ops.tilegrad.silu_backward)
 
 
 _define("silu(Tensor input) -> Tensor", _silu_impl, _silu_fake, (_silu_grad, _silu_setup))
@@ -151,25 +169,44 @@ def _cross_entropy_loss_fake(input, target, weight, reduction, ignore_index, lab
 def _cross_entropy_loss_setup(ctx, inputs, output) -> None:
     input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale, return_zloss = inputs
     _, log_prob, _, lse = output
-    ctx.options = (reduction, ignore_index, label_smoothing, z_loss_scale)
-    ctx.has_zloss = return_zloss and z_loss_scale != 0.0
     ctx.mark_non_differentiable(log_prob, lse)
+    save_cross_entropy_context(ctx, target, weight, log_prob, lse,
+                               (reduction, ignore_index, label_smoothing, z_loss_scale), return_zloss)
+
+
+def save_cross_entropy_context(ctx, target: Tensor, weight: Optional[Tensor], log_prob: Tensor, lse: Tensor,
+                               options: Tuple[str, int, float, float], return_zloss: bool) -> None:
+    """What the backward needs: log_prob (and lse for the z-loss), target and weight; no input."""
+    ctx.options = options
     # No zero-filled input-sized gradient for log_prob (measured: a fresh page-faulted buffer per backward).
     ctx.set_materialize_grads(False)
-    # log_prob (and lse for the z-loss) is all the backward needs besides target and weight.
+    ctx.has_zloss = return_zloss and options[3] != 0.0
     ctx.save_for_backward(log_prob, target, weight, lse if ctx.has_zloss else None)
 
 
-def _cross_entropy_loss_grad_formula(ctx, grad_loss, grad_log_prob, grad_zloss, grad_lse):
+SECOND_DERIVATIVE_ERROR = (
+    "tilegrad.torch.cross_entropy: second derivatives (a backward with create_graph=True) are not supported "
+    "on tilegrad's path, which saves log_prob instead of the logits; use torch.nn.functional.cross_entropy "
+    "for this loss (or tilegrad.torch.disable() / unpatch())")
+
+
+def cross_entropy_grad_formula(ctx, grad_loss: Tensor, grad_zloss: Optional[Tensor], kernel) -> Tensor:
+    """The input gradient on both paths (``kernel``: the op, or the core directly). With grad mode on
+    (``create_graph=True``) it refuses: the logits are not saved, so no exact second derivative exists."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(SECOND_DERIVATIVE_ERROR)
     log_prob, target, weight, lse = ctx.saved_tensors
     reduction, ignore_index, label_smoothing, z_loss_scale = ctx.options
     # Grads are not materialized: a loss term that was not differentiated has a zero gradient.
     loss_shape = _reduced_shape(reduction, log_prob.shape[0])
     grad_loss = log_prob.new_zeros(loss_shape) if grad_loss is None else grad_loss
     grad_zloss = (log_prob.new_zeros(loss_shape) if grad_zloss is None else grad_zloss) if ctx.has_zloss else None
-    grad_input = torch.ops.tilegrad.cross_entropy_loss_grad(grad_loss, log_prob, target, weight, grad_zloss, lse,
-                                                           reduction, ignore_index, label_smoothing,
-                                                           z_loss_scale if ctx.has_zloss else 0.0)
+    return kernel(grad_loss, log_prob, target, weight, grad_zloss, lse, reduction, ignore_index, label_smoothing,
+                  z_loss_scale if ctx.has_zloss else 0.0)
+
+
+def _cross_entropy_loss_grad_formula(ctx, grad_loss, grad_log_prob, grad_zloss, grad_lse):
+    grad_input = cross_entropy_grad_formula(ctx, grad_loss, grad_zloss, torch.ops.tilegrad.cross_entropy_loss_grad)
     return grad_input, None, None, None, None, None, None, None
 
 
@@ -237,12 +274,19 @@ def _embedding_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(indices)
 
 
-def _embedding_grad(ctx, grad: Tensor):
+def embedding_grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
+    """The weight gradient on both paths (``kernel``). With grad mode on (``create_graph=True``) it
+    refuses: torch's differentiable formula did not match torch's own second derivative in the tests."""
+    if torch.is_grad_enabled():
+        raise RuntimeError("tilegrad.torch.embedding: second derivatives (a backward with create_graph=True) are "
+                           "not supported; use torch.nn.functional.embedding for this layer")
     (indices,) = ctx.saved_tensors
     num_weights, padding_idx, scale_grad_by_freq = ctx.options
-    grad_weight = torch.ops.tilegrad.embedding_dense_backward(grad, indices, num_weights, padding_idx,
-                                                             scale_grad_by_freq)
-    return grad_weight, None, None, None
+    return kernel(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
+
+
+def _embedding_grad(ctx, grad: Tensor):
+    return embedding_grad_formula(ctx, grad, torch.ops.tilegrad.embedding_dense_backward), None, None, None
 
 
 _define("embedding(Tensor weight, Tensor indices, int padding_idx, bool scale_grad_by_freq) -> Tensor",
@@ -301,16 +345,32 @@ def _bce_target_grad(grad: Tensor, input: Tensor, weight: Optional[Tensor], pos_
     return g.expand(input.shape)
 
 
-def _bce_grad(ctx, grad: Tensor):
+def bce_grad_formula(ctx, grad: Tensor, kernel) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """(input grad, target grad) on both paths: the input's from ``kernel``, the target's from torch's
+    formula; with grad mode on (``create_graph=True``) both recomputed through torch's differentiable
+    function (second derivatives)."""
     input, target, weight, pos_weight = ctx.saved_tensors
+    reduction = ctx.reduction
+    if torch.is_grad_enabled():
+        if target.requires_grad:  # not verified against torch: refuse rather than risk a wrong number
+            raise RuntimeError("tilegrad.torch.binary_cross_entropy_with_logits: second derivatives (a backward "
+                               "with create_graph=True) with a target that requires grad are not supported; use "
+                               "torch.nn.functional.binary_cross_entropy_with_logits for this loss")
+        grad_input, grad_target = recompute_grads(
+            lambda x, y: torch.ops.aten.binary_cross_entropy_with_logits(x, y, weight, pos_weight, reduction),
+            (input, target), (grad,))
+        return grad_input, grad_target
     grad_input = grad_target = None
     if ctx.needs_input_grad[0]:
-        grad_input = torch.ops.tilegrad.binary_cross_entropy_with_logits_backward(grad, input, target, weight,
-                                                                                  pos_weight, ctx.reduction)
-        grad_input = grad_input.to(input.dtype)
+        grad_input = kernel(grad, input, target, weight, pos_weight, reduction).to(input.dtype)
     if ctx.needs_input_grad[1]:
-        grad_target = _bce_target_grad(grad, input, weight, pos_weight, ctx.reduction).to(target.dtype)
-    return grad_input, grad_target, None, None, None
+        grad_target = _bce_target_grad(grad, input, weight, pos_weight, reduction).to(target.dtype)
+    return grad_input, grad_target
+
+
+def _bce_grad(ctx, grad: Tensor):
+    grads = bce_grad_formula(ctx, grad, torch.ops.tilegrad.binary_cross_entropy_with_logits_backward)
+    return (*grads, None, None, None)
 
 
 _define("binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? weight, Tensor? pos_weight, "

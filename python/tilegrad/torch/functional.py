@@ -30,7 +30,9 @@ from torch.nn import functional as F
 from . import _linear_cross_entropy as _LCE
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
 from .._fused_linear_cross_entropy import filter_settings
-from ._tensor import KERNEL_FLOAT_DTYPES, numpy_dtype, unsupported_reason
+from ._autograd import TilegradBceWithLogits, TilegradCrossEntropy, TilegradEmbedding, TilegradSilu
+from ._eager import below_crossover, on_kernel_path, transform_active
+from ._tensor import numpy_dtype, unsupported_reason
 
 __all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
 
@@ -46,9 +48,27 @@ _INDEX_DTYPES = (torch.int64, torch.int32)
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _on_kernel_path(*tensors: Optional[Tensor]) -> bool:
-    """True when every given tensor can go to a tilegrad kernel (CPU, dense, float32/16/bf16)."""
-    return all(t is None or unsupported_reason(t) is None for t in tensors)
+_on_kernel_path = on_kernel_path
+
+# Eager calls below these sizes take torch's own function (forward + backward through autograd is
+# faster there: tilegrad's fixed cost is its autograd node and the hand-off to the core). Elements of
+# the input (silu, BCE), of the output (embedding) or of the logits (cross entropy), per dtype;
+# "cross_entropy_classes": logits with fewer classes than this (torch's kernel vectorises across
+# rows, tilegrad's along a row). Measured with ``benchmarks/bench_torch.py --crossover``; the README
+# lists them. torch.compile always takes the tilegrad ops (shapes may be symbolic there).
+CROSSOVER = {
+    "silu": {torch.float32: 1 << 20, torch.float16: 1 << 21, torch.bfloat16: 1 << 21},
+    "cross_entropy": {torch.float32: 1 << 18, torch.float16: 1 << 18, torch.bfloat16: 1 << 18},
+    "cross_entropy_classes": {torch.float32: 128, torch.float16: 128, torch.bfloat16: 128},
+    "embedding": {torch.float32: 1 << 16, torch.float16: 1 << 17, torch.bfloat16: 1 << 17},
+    "binary_cross_entropy_with_logits": {torch.float32: 1 << 14, torch.float16: 1 << 14, torch.bfloat16: 1 << 14},
+}
+
+
+def _torch_runs_it(op: str, size: int, dtype: torch.dtype) -> bool:
+    """An eager call that torch's own function serves as well or faster: under a torch.func
+    transform, or below the measured crossover."""
+    return transform_active() or below_crossover(CROSSOVER, op, size, dtype)
 
 
 def _needs_grad(t: Optional[Tensor]) -> bool:
@@ -87,7 +107,11 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``F.silu``; the backward runs tilegrad's ``silu_backward`` (``aclnnSiluBackward``)."""
     if inplace or not _on_kernel_path(input):
         return TORCH_FUNCTIONS["silu"](input, inplace=inplace)
-    return torch.ops.tilegrad.silu(input)
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.silu(input)
+    if not (input.requires_grad and torch.is_grad_enabled()) or _torch_runs_it("silu", input.numel(), input.dtype):
+        return torch._C._nn.silu(input)  # the forward is torch's own either way
+    return TilegradSilu.apply(input)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -124,13 +148,47 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
         return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index,
                                                 reduction=reduction, label_smoothing=label_smoothing)
     weight32 = None if weight is None else weight.to(torch.float32)
+    args = (weight32, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss)
     if input.dim() <= 2:
-        loss, zloss = _cross_entropy_2d(input, target, weight32, reduction, ignore_index, label_smoothing,
+        loss, zloss = _cross_entropy_2d(input, target, *args)
+    else:
+        loss, zloss = _cross_entropy_kdim(input, target, *args)
+    return (loss, zloss) if return_z_loss else loss
+
+
+def _cross_entropy_rows(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss):
+    """(N, C) logits, (N,) targets: the tilegrad op (compiling), the eager node, or torch's composite
+    (torch.func transforms, below the crossover); ``(loss, zloss or None)``."""
+    if torch.compiler.is_compiling():
+        loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(input, target, weight, reduction, ignore_index,
+                                                                 label_smoothing, z_loss_scale, wants_zloss)
+    elif (_torch_runs_it("cross_entropy", input.numel(), input.dtype)
+          or below_crossover(CROSSOVER, "cross_entropy_classes", input.shape[1], input.dtype)):
+        return _cross_entropy_composite(input, target, weight, reduction, ignore_index, label_smoothing,
                                         z_loss_scale, wants_zloss)
     else:
-        loss, zloss = _cross_entropy_kdim(input, target, weight32, reduction, ignore_index, label_smoothing,
-                                          z_loss_scale, wants_zloss)
-    return (loss, zloss) if return_z_loss else loss
+        loss, zloss = TilegradCrossEntropy.apply(input, target, weight, reduction, ignore_index, label_smoothing,
+                                                 z_loss_scale, wants_zloss)
+    return loss, (zloss if wants_zloss else None)
+
+
+def _cross_entropy_composite(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
+                             wants_zloss):
+    """torch's cross entropy plus the z-loss ``z_loss_scale * lse**2`` per kept row (reduced like the
+    loss; "mean" over the kept rows), in torch ops: the same values as the kernel, differentiable."""
+    loss = TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                                            label_smoothing=label_smoothing)
+    if not wants_zloss:
+        return loss, None
+    kept = target != ignore_index
+    lse = torch.logsumexp(input.float(), dim=1)
+    zloss = torch.where(kept, z_loss_scale * lse.square(), 0.0)
+    if reduction == "sum":
+        zloss = zloss.sum()
+    elif reduction == "mean":
+        zloss = zloss.sum() / kept.sum()
+    zloss = zloss.to(loss.dtype)
+    return loss + zloss, zloss
 
 
 def _cross_entropy_2d(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss):
@@ -140,49 +198,34 @@ def _cross_entropy_2d(input, target, weight, reduction, ignore_index, label_smoo
         if target.dim() != 0:
             raise ValueError(f"cross_entropy: a (C,) input needs a 0-d target, got target shape {tuple(target.shape)}")
         input, target = input.unsqueeze(0), target.unsqueeze(0)
-    loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(input, target, weight, reduction, ignore_index,
-                                                             label_smoothing, z_loss_scale, wants_zloss)
+    loss, zloss = _cross_entropy_rows(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
+                                      wants_zloss)
     if single and reduction == "none":
         loss, zloss = loss.squeeze(0), (zloss.squeeze(0) if wants_zloss else zloss)
-    return loss, (zloss if wants_zloss else None)
+    return loss, zloss
 
 
 def _cross_entropy_kdim(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
                         wants_zloss):
-    """(N, C, d1, ...): each sample's (d1*..., C) slice is a strided 2-D view (no copy) with rows along
-    the spatial positions; per-row losses from tilegrad, reduced here as torch reduces them."""
+    """(N, C, d1, ...): one (N * d1 * ..., C) row matrix (class dimension last; a copy unless the
+    layout is already channels-last) through one call. The kernel's reductions over those rows are
+    torch's K-dimensional ones (mean: over the kept rows' class weights), so nothing is reduced here."""
     batch, classes = input.shape[0], input.shape[1]
     spatial = input.shape[2:]
     if tuple(target.shape) != (batch, *spatial):
         raise ValueError(f"cross_entropy: target shape must be {(batch, *spatial)} for input shape "
                          f"{tuple(input.shape)}, got {tuple(target.shape)}")
-    if input.numel() == 0:  # no slice to hand to the kernel; torch's answer (empty or NaN) is the rule
+    if input.numel() == 0:  # no rows to hand to the kernel; torch's answer (empty or NaN) is the rule
         if wants_zloss:
             raise ValueError(f"cross_entropy: z-loss needs a non-empty input, got shape {tuple(input.shape)}")
         return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index, reduction=reduction,
                                                 label_smoothing=label_smoothing), None
-    rows_in = input.movedim(1, -1)  # (N, d1, ..., C), a view
-    losses, zlosses = [], []
-    for n in range(batch):
-        x = rows_in[n]
-        x2 = x.view(-1, classes) if x.dim() == 2 or x.is_contiguous() else x.flatten(0, -2)
-        loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(x2, target[n].reshape(-1), weight, "none",
-                                                                 ignore_index, label_smoothing, z_loss_scale,
-                                                                 wants_zloss)
-        losses.append(loss)
-        zlosses.append(zloss)
-    loss = torch.stack(losses).view(batch, *spatial)
-    zloss = torch.stack(zlosses).view(batch, *spatial) if wants_zloss else None
+    rows = input.movedim(1, -1).reshape(-1, classes)
+    loss, zloss = _cross_entropy_rows(rows, target.reshape(-1), weight, reduction, ignore_index, label_smoothing,
+                                      z_loss_scale, wants_zloss)
     if reduction == "none":
-        return loss, zloss
-    if reduction == "sum":
-        return loss.sum(), (zloss.sum() if wants_zloss else None)
-    kept = target != ignore_index
-    ce_divisor = kept.sum() if weight is None else torch.where(kept, weight[target.clamp(0, classes - 1)], 0).sum()
-    ce = loss - zloss if wants_zloss else loss
-    mean_zloss = zloss.sum() / kept.sum() if wants_zloss else None
-    total = ce.sum() / ce_divisor + (mean_zloss if wants_zloss else 0)
-    return total.to(input.dtype), (mean_zloss.to(input.dtype) if wants_zloss else None)
+        return loss.view(target.shape), (zloss.view(target.shape) if wants_zloss else None)
+    return loss, zloss
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -207,7 +250,12 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
         padding_idx += num_weights
     elif padding_idx >= num_weights:
         raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num_weights}), got {padding_idx}")
-    return torch.ops.tilegrad.embedding(weight, input, padding_idx, scale_grad_by_freq)
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.embedding(weight, input, padding_idx, scale_grad_by_freq)
+    if not (weight.requires_grad and torch.is_grad_enabled()) or _torch_runs_it(
+            "embedding", input.numel() * weight.shape[1], weight.dtype):
+        return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, False)  # torch's forward either way
+    return TilegradEmbedding.apply(weight, input, padding_idx, scale_grad_by_freq)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -226,8 +274,13 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
             or _needs_grad(weight) or _needs_grad(pos_weight):
         return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
                                                                    pos_weight=pos_weight)
-    return torch.ops.tilegrad.binary_cross_entropy_with_logits_fused(input, target, weight, pos_weight,
-                                                                     _ops.REDUCTION_CODES[reduction])
+    if torch.compiler.is_compiling():
+        return torch.ops.tilegrad.binary_cross_entropy_with_logits_fused(input, target, weight, pos_weight,
+                                                                         _ops.REDUCTION_CODES[reduction])
+    if _torch_runs_it("binary_cross_entropy_with_logits", input.numel(), input.dtype):
+        return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
+                                                                   pos_weight=pos_weight)
+    return TilegradBceWithLogits.apply(input, target, weight, pos_weight, _ops.REDUCTION_CODES[reduction])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -276,7 +329,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     rows = _LCE.flatten_rows(input)
     if torch.compiler.is_compiling():
         loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol)
-    elif _LCE.small_problem(rows.shape[0], rows.shape[1], linear_weight.shape[0]) or _transform_active():
+    elif _LCE.small_problem(rows.shape[0], rows.shape[1], linear_weight.shape[0]) or transform_active():
         return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
     else:
         class_weight = None if weight is None else weight.to(torch.float32)
@@ -293,11 +346,6 @@ def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, w
             and (linear_bias is None or (linear_bias.dtype == input.dtype and linear_bias.dim() == 1))
             and input.shape[-1] == linear_weight.shape[-1] and tuple(target.shape) == tuple(input.shape[:-1])
             and not _needs_grad(weight))
-
-
-def _transform_active() -> bool:
-    """A torch.func transform (grad, vmap, jacrev, ...) is running: the composite runs."""
-    return torch._C._functorch.peek_interpreter_stack() is not None
 
 
 def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
