@@ -35,9 +35,10 @@ _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
 # Below this many multiply-adds of the projection (rows x H x V) torch's composite is faster
 # forward + backward through autograd than a tilegrad call (the autograd.Function node, the hand-off
-# and the plan cost a fixed ~tens of us); measured with benchmarks/bench_linear_cross_entropy_small.py
-# (the README states it).
-CROSSOVER_MACS = 1 << 16
+# and the plan cost a fixed ~tens of us): measured with `benchmarks/bench_torch_linear_cross_entropy.py
+# --only small` (1 thread, process CPU time), tilegrad was still 17% slower at 2^24 (BT=128, H=128,
+# V=1024) and even at 2^20; the README states it.
+CROSSOVER_MACS = 1 << 25
 
 
 def small_problem(rows: int, hidden: int, vocab: int) -> bool:

@@ -318,7 +318,9 @@ _define("binary_cross_entropy_with_logits_backward(Tensor grad_output, Tensor in
 
 def _bce_impl(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
               reduction: int) -> Tensor:
-    return torch.ops.aten.binary_cross_entropy_with_logits.default(input, target, weight, pos_weight, reduction)
+    # contiguous, as the fake kernel says (aten's "none" result follows the inputs' strides)
+    return torch.ops.aten.binary_cross_entropy_with_logits.default(input, target, weight, pos_weight,
+                                                                   reduction).contiguous()
 
 
 def _bce_fake(input, target, weight, pos_weight, reduction):
