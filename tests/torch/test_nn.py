@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 # small tensors: tilegrad's kernels, not the crossover to torch (tests/torch/conftest.py)
 pytestmark = pytest.mark.usefixtures("kernels_at_every_size")
 
+import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import nn as tnn  # noqa: E402
 from reference.torch_compare import assert_matches, rounded  # noqa: E402
 
@@ -145,3 +146,38 @@ def test_bad_reduction_raises_value_error(module):
     x = torch.randn(3, 4)
     with pytest.raises(ValueError, match="'avg'"):
         loss(x, torch.tensor([0, 1, 2]) if module is tnn.CrossEntropyLoss else torch.rand(3, 4))
+
+
+def test_a_model_that_scripted_before_patch_scripts_after_it_with_torchs_numbers():
+    """torch.jit.script of a patched model runs torch's functions (the tilegrad dispatch is
+    @torch.jit.unused); the eager model keeps its tilegrad classes."""
+    torch.manual_seed(0)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 8, padding_idx=0)
+            self.body = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.SiLU(), torch.nn.RMSNorm(8),
+                                            torch.nn.Linear(8, 4))
+            self.ce = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+            self.bce = torch.nn.BCEWithLogitsLoss(pos_weight=torch.full((4,), 2.0))
+
+        def forward(self, ids: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            logits = self.body(self.emb(ids))
+            return self.ce(logits, t) + self.bce(logits, y)
+
+    model = Model().double()
+    ids, t, y = torch.randint(0, 10, (6,)), torch.randint(0, 4, (6,)), torch.rand(6, 4, dtype=torch.float64)
+    before = torch.jit.script(model)(ids, t, y)
+    tgt.patch(model)
+    after = torch.jit.script(model)(ids, t, y)
+    torch.testing.assert_close(after, before, rtol=0, atol=0)
+    assert type(model.body[1]) is tgt.nn.SiLU and type(model.emb) is tgt.nn.Embedding
+    torch.testing.assert_close(model(ids, t, y), before, rtol=1e-12, atol=1e-12)
+    tgt.unpatch(model)
+
+
+def test_scripted_cross_entropy_with_z_loss_refuses():
+    loss = torch.jit.script(tgt.nn.CrossEntropyLoss(z_loss_scale=1e-3))
+    with pytest.raises(Exception, match="z-loss"):
+        loss(torch.randn(3, 5), torch.tensor([0, 1, 2]))

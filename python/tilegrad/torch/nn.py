@@ -1,11 +1,17 @@
 """``torch.nn`` modules whose backward runs on tilegrad: same constructor arguments, parameters and
 ``state_dict`` as torch's (each is a subclass of the torch module it replaces), so a model switches by
-swapping classes (``tilegrad.torch.patch`` does it in place)."""
+swapping classes (``tilegrad.torch.patch`` does it in place).
+
+Under ``torch.jit.script`` the modules run torch's own functions (TorchScript cannot compile
+tilegrad's Python dispatch; ``@torch.jit.unused`` keeps it out), so a model that scripted before
+``patch()`` still scripts after it, with torch's numbers; ``CrossEntropyLoss`` with a z-loss, which
+torch's function has not, refuses when scripted."""
 
 from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from . import _decoder as TD
 from . import functional as TF
@@ -17,6 +23,12 @@ class SiLU(torch.nn.SiLU):
     """``torch.nn.SiLU`` with tilegrad's SiLU backward."""
 
     def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.silu(input, inplace=self.inplace)
+        return self._tilegrad(input)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor) -> Tensor:
         return TF.silu(input, inplace=self.inplace)
 
 
@@ -32,6 +44,16 @@ class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
         self.z_loss_scale = float(z_loss_scale)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            if self.z_loss_scale != 0.0:
+                raise RuntimeError("tilegrad.torch.nn.CrossEntropyLoss: under torch.jit.script torch's "
+                                   "cross_entropy runs, which has no z-loss (z_loss_scale != 0)")
+            return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                                   reduction=self.reduction, label_smoothing=self.label_smoothing)
+        return self._tilegrad(input, target)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor, target: Tensor) -> Tensor:
         return TF.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
                                 label_smoothing=self.label_smoothing, z_loss_scale=self.z_loss_scale)
 
@@ -45,6 +67,13 @@ class Embedding(torch.nn.Embedding):
     embedding dense backward."""
 
     def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.sparse)
+        return self._tilegrad(input)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor) -> Tensor:
         return TF.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                             self.scale_grad_by_freq, self.sparse)
 
@@ -53,6 +82,13 @@ class BCEWithLogitsLoss(torch.nn.BCEWithLogitsLoss):
     """``torch.nn.BCEWithLogitsLoss`` with tilegrad's one-pass input gradient."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
+                                                      pos_weight=self.pos_weight)
+        return self._tilegrad(input, target)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor, target: Tensor) -> Tensor:
         return TF.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
                                                    pos_weight=self.pos_weight)
 
@@ -85,4 +121,10 @@ class RMSNorm(torch.nn.RMSNorm):
     and backward (:func:`tilegrad.torch.rms_norm`)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+        return self._tilegrad(input)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor) -> Tensor:
         return TD.rms_norm(input, self.normalized_shape, self.weight, self.eps)
