@@ -26,6 +26,7 @@ other ranks print nothing and write into a private temporary folder. Without tor
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import datetime
 import functools
@@ -35,12 +36,11 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 
 MODES = ("data", "vocab")
 DEFAULT_TIMEOUT_S = 300
@@ -126,6 +126,11 @@ def start(args: argparse.Namespace):
 # Several processes
 # ----------------------------------------------------------------------------------------------------
 
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 class Distributed:
     """This rank's view of a torchrun job: process group, rank-0 output, model wrapping, agreed stops."""
 
@@ -138,6 +143,9 @@ class Distributed:
             args.threads = max(1, len(os.sched_getaffinity(0)) // self.local_world)
         sys.excepthook = _explain_lost_rank
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.dist_timeout))
+        # torn down before the interpreter's own teardown: gloo's threads left to static destructors
+        # can end the process in std::terminate (seen under AddressSanitizer at exit)
+        atexit.register(_destroy_process_group)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.is_main = self.rank == 0
         self.model: Optional[nn.Module] = None
@@ -157,7 +165,6 @@ class Distributed:
         import tqdm  # the progress bar goes to stderr, which stays open for errors: switch bars off
         tqdm.tqdm.__init__ = functools.partialmethod(tqdm.tqdm.__init__, disable=True)
         private = tempfile.mkdtemp(prefix=f"train_lm_rank{self.rank}_")
-        import atexit
         atexit.register(shutil.rmtree, private, ignore_errors=True)
         args.out = type(args.out)(private)
 
