@@ -901,4 +901,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
 
 
 if __name__ == "__main__":
-    main()
+    if distributed.launched_by_torchrun():
+        distributed.run_then_exit(main)
+    else:
+        main()

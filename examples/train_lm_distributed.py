@@ -34,9 +34,10 @@ import inspect
 import hashlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -126,9 +127,25 @@ def start(args: argparse.Namespace):
 # Several processes
 # ----------------------------------------------------------------------------------------------------
 
-def _destroy_process_group() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+def run_then_exit(main: Callable[[], Any]) -> None:
+    """Runs ``main()`` under torchrun and ends the process with ``os._exit`` once the exit handlers
+    have run: left to the interpreter's teardown, the C++ static destructors of torch.distributed's
+    gloo threads can end a finished rank in std::terminate (SIGABRT; seen under AddressSanitizer and
+    after a Ctrl-C), after its files are written but failing the job."""
+    code = 0
+    try:
+        main()
+    except SystemExit as stop:
+        if stop.code is not None and not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # noqa: B902 (KeyboardInterrupt included: the traceback, then exit 1)
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class Distributed:
@@ -143,9 +160,6 @@ class Distributed:
             args.threads = max(1, len(os.sched_getaffinity(0)) // self.local_world)
         sys.excepthook = _explain_lost_rank
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.dist_timeout))
-        # torn down before the interpreter's own teardown: gloo's threads left to static destructors
-        # can end the process in std::terminate (seen under AddressSanitizer at exit)
-        atexit.register(_destroy_process_group)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.is_main = self.rank == 0
         self.model: Optional[nn.Module] = None
@@ -282,7 +296,14 @@ class AgreedStop:
 
     def __enter__(self) -> "AgreedStop":
         self.stop.__enter__()
+        # A Ctrl-C reaches each rank twice (from the terminal's process group, and forwarded by
+        # torchrun): both only ask for the agreed stop. StopFlag's "second Ctrl-C stops at once" would
+        # turn the pair into a KeyboardInterrupt mid-step; torchrun escalates a real second Ctrl-C.
+        signal.signal(signal.SIGINT, self._request)
         return self
+
+    def _request(self, signum, frame) -> None:
+        self.stop.requested = True
 
     def __exit__(self, *exc) -> None:
         self.stop.__exit__(*exc)
