@@ -4,6 +4,7 @@
     python examples/train_lm.py                 # tilegrad path; 500 steps, ~5-8 minutes on 2 cores, no download
     python examples/train_lm.py --baseline      # the same model with PyTorch's own ops
     python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
+    python examples/train_lm.py --compare --filter   # tilegrad with bounded gradient filtering vs exact
 
 The model is a Llama-style decoder-only transformer written once in plain PyTorch (token embedding,
 rotary position embedding, RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU
@@ -24,6 +25,11 @@ functions and the optimizer of ``TilegradOps`` vs ``TorchOps`` below:
 Data: the Python documentation that ships inside CPython (``pydoc_data.topics``), or ``--text FILE``;
 a byte-level BPE tokenizer (``tokenizers``) trained on the training split and cached on disk; every
 10th documentation topic (of a single --text file: its last 10%) is held out for validation.
+
+``--filter [TAU]`` trains the tilegrad path with error-bounded gradient filtering in the LM head
+(``linear_cross_entropy(..., filter_tolerance=TAU)``, default TAU = 2^-8, bf16's resolution: each
+row's ``grad_input`` and each vocabulary row's ``grad_weight`` stay within TAU of their bound sums,
+see the README); the log records per step the share of logits-gradient blocks skipped.
 
 ``--out DIR`` gets ``log.jsonl`` (one JSON record per step and per validation), ``summary.json`` and
 ``checkpoint.pt``; ``--resume DIR`` continues from that checkpoint with the same losses as an
@@ -56,7 +62,9 @@ import train_lm_distributed as distributed  # torchrun: data parallel and the vo
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
 SUMMARY = "summary.json"
-PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order
+PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order (the first against the second)
+FILTER_PATHS = ("filtered", "tilegrad")  # --compare --filter's: bounded filtering against exact tilegrad
+FILTER_TAU = 2.0 ** -8  # --filter's default tolerance: bf16's unit roundoff
 
 # Defaults, and what --quick changes (any flag given on the command line wins over both).
 DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
@@ -80,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--compare", action="store_true",
                      help="train both paths from the same seed (one fresh process each), write loss.png "
                           "and a summary table")
+    run.add_argument("--filter", type=float, nargs="?", const=FILTER_TAU, default=None, metavar="TAU",
+                     help="tilegrad path: error-bounded gradient filtering in the LM head at tolerance TAU "
+                          "(default 2^-8); with --compare: filtered against exact tilegrad")
     run.add_argument("--quick", action="store_true", help="a tiny model for a few seconds (tests, smoke)")
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default: runs/train_lm, or runs/train_lm_quick with --quick)")
@@ -154,9 +165,14 @@ def check_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"train_lm: --lr must be > 0, got {args.lr}")
     if args.threads is not None and args.threads < 1:
         raise SystemExit(f"train_lm: --threads must be >= 1, got {args.threads}")
+    if args.filter is not None and not 0.0 < args.filter < 1.0:
+        raise SystemExit(f"train_lm: --filter TAU must be in (0, 1), got {args.filter}")
+    if args.filter is not None and args.baseline:
+        raise SystemExit("train_lm: --filter applies to the tilegrad path; --baseline trains PyTorch's own ops")
     if args.compare and (args.baseline or args.resume):
+        first, second = compared_paths(args)
         raise SystemExit("train_lm: --compare runs both paths itself; resume one of them with "
-                         "--resume OUT/tilegrad or --resume OUT/pytorch")
+                         f"--resume OUT/{first} or --resume OUT/{second}")
     if args.text is not None and not args.text.is_file():
         raise SystemExit(f"train_lm: --text must be a readable file, got {args.text}")
 
@@ -306,14 +322,21 @@ class TorchOps:
     def clip_grads(params, max_grad_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
 
+    @staticmethod
+    def step_stats() -> Dict[str, float]:
+        return {}
+
 
 class TilegradOps:
-    """tilegrad's kernels through tilegrad.torch."""
-    name = "tilegrad"
+    """tilegrad's kernels through tilegrad.torch; with filter_tolerance, the LM head's gradients are
+    filtered within that error bound."""
 
-    def __init__(self) -> None:
+    def __init__(self, filter_tolerance: Optional[float] = None) -> None:
+        import tilegrad
         import tilegrad.torch as tgt
-        self.tgt = tgt
+        self.tg, self.tgt = tilegrad, tgt
+        self.filter_tolerance = filter_tolerance
+        self.name = "filtered" if filter_tolerance else "tilegrad"
 
     def embedding(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return self.tgt.embedding(ids, weight)
@@ -331,7 +354,17 @@ class TilegradOps:
     def lm_loss(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean cross entropy from the hidden states, fused: the logits never exist whole (under
         autocast the projection runs in the autocast dtype, as F.linear's would)."""
-        return self.tgt.linear_cross_entropy(hidden, weight, target)
+        return self.tgt.linear_cross_entropy(hidden, weight, target, filter_tolerance=self.filter_tolerance)
+
+    def step_stats(self) -> Dict[str, float]:
+        """The LM head's gradient filtering in this thread's last fused call (the training step's:
+        its forward computes the gradients): shares of the 64 x 128 logits-gradient blocks the
+        grad_input / grad_weight products skipped, and the largest dropped fraction of a row's bound."""
+        if not self.filter_tolerance:
+            return {}
+        s = self.tg.fused_linear_cross_entropy_filter_stats(detail=True)
+        return {"input_skipped": s["input_skipped"], "weight_skipped": s["weight_skipped"],
+                "max_row_dropped": s["max_row_dropped"]}
 
     def optimizer(self, groups: List[Dict], lr: float, betas: Tuple[float, float], max_grad_norm: float,
                   master_weights: bool) -> torch.optim.Optimizer:
@@ -344,8 +377,22 @@ class TilegradOps:
         """Nothing to do: the optimizer clips inside its step."""
 
 
-def make_ops(baseline: bool):
-    return TorchOps() if baseline else TilegradOps()
+def make_ops(baseline: bool, filter_tolerance: Optional[float] = None):
+    return TorchOps() if baseline else TilegradOps(filter_tolerance)
+
+
+def path_of(args: argparse.Namespace) -> str:
+    """The path one run trains: pytorch (--baseline), filtered (--filter) or tilegrad."""
+    return "pytorch" if args.baseline else "filtered" if args.filter else "tilegrad"
+
+
+def ops_of(path: str, args: argparse.Namespace):
+    return make_ops(path == "pytorch", args.filter if path == "filtered" else None)
+
+
+def compared_paths(args: argparse.Namespace) -> Tuple[str, str]:
+    """--compare's two runs, the first measured against the second."""
+    return FILTER_PATHS if args.filter else PATHS
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -608,13 +655,14 @@ def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, com
 
 def resume_folder(folder: Path) -> Path:
     """The run folder --resume continues: FOLDER itself, or for a folder written by --compare (which
-    holds one run per path) its tilegrad run."""
+    holds one run per path) its first run (tilegrad's, or with --filter the filtered one)."""
     if (folder / CHECKPOINT).is_file():
         return folder
-    inner = folder / PATHS[0]
+    paths = FILTER_PATHS if (folder / FILTER_PATHS[0] / CHECKPOINT).is_file() else PATHS
+    inner = folder / paths[0]
     if (inner / CHECKPOINT).is_file():
-        print(f"train_lm: {folder} was written by --compare; resuming its {PATHS[0]} run ({inner}); "
-              f"the {PATHS[1]} run resumes with --resume {folder / PATHS[1]}", flush=True)
+        print(f"train_lm: {folder} was written by --compare; resuming its {paths[0]} run ({inner}); "
+              f"the {paths[1]} run resumes with --resume {folder / paths[1]}", flush=True)
         return inner
     raise SystemExit(f"train_lm: --resume needs {folder / CHECKPOINT} (a run folder) or {inner / CHECKPOINT} "
                      f"(a --compare folder), and neither exists")
@@ -624,7 +672,7 @@ def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
     """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line."""
     args.resume = resume_folder(args.resume)
     ckpt = torch.load(args.resume / CHECKPOINT, map_location="cpu", weights_only=True)
-    saved = {"param_dtype": "float32", **ckpt["args"]}  # checkpoints from before --param-dtype
+    saved = {"param_dtype": "float32", "filter": None, **ckpt["args"]}  # checkpoints from before those flags
     for key in RESUMABLE:
         if key in args.given:
             saved[key] = getattr(args, key)
@@ -655,7 +703,7 @@ def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None, par
 
 
 def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict], parallel) -> Dict:
-    ops = make_ops(args.baseline)
+    ops = ops_of(path_of(args), args)
     torch.manual_seed(args.seed)  # the same initial weights on both paths
     cfg = model_config(args, data)
     model = parallel.wrap(build_model(cfg, ops, args.param_dtype))
@@ -689,13 +737,15 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
                                                           args.context), lr, args.dtype)
             completed += 1
             step_ms.append(ms)
-            log.write({"step": completed, "train_loss": loss, "lr": lr, "ms": ms})
+            filtering = model.ops.step_stats()
+            log.write({"step": completed, "train_loss": loss, "lr": lr, "ms": ms, **filtering})
             if completed % args.eval_interval == 0 or completed == args.steps:
                 last_val = evaluate(model, val, args.dtype)
                 log.write({"step": completed, "val_loss": last_val})
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val:.3f}" if last_val else "-",
-                            tok_s=f"{tokens_per_step / (ms / 1e3):,.0f}", refresh=False)
+                            tok_s=f"{tokens_per_step / (ms / 1e3):,.0f}", refresh=False,
+                            **({"skipped": f"{filtering['input_skipped']:.0%}"} if filtering else {}))
         interrupted = completed < args.steps
     peak_mib = memory.peak_growth_mib()
     save_checkpoint(args.out, model, opt, completed, args)
@@ -735,12 +785,14 @@ def summarize(args, path: str, params: int, vocab: int, step_ms: List[float], to
     train_losses = [r["train_loss"] for r in records if "train_loss" in r]
     vals = [r["val_loss"] for r in records if "val_loss" in r]
     tail = train_losses[-10:] or [float("nan")]
+    skipped = [r["input_skipped"] for r in records if "input_skipped" in r]
     return {"path": path, "parameters": params, "vocab": vocab, "steps": completed,
             "tokens_per_step": tokens_per_step,
             "dtype": args.dtype, "param_dtype": args.param_dtype, "threads": torch.get_num_threads(), "ms_per_step": ms,
             "tokens_per_s": tokens_per_step / (ms / 1e3), "peak_memory_mib": peak_mib,
             "final_train_loss": sum(tail) / len(tail), "first_val_loss": vals[0] if vals else None,
-            "final_val_loss": vals[-1] if vals else None}
+            "final_val_loss": vals[-1] if vals else None, "filter_tolerance": args.filter,
+            "mean_input_skipped": sum(skipped) / len(skipped) if skipped else None}
 
 
 def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> None:
@@ -759,13 +811,17 @@ FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "thread
              "sample_tokens")
 
 
+PATH_FLAGS = {"tilegrad": lambda args: [], "pytorch": lambda args: ["--baseline"],
+              "filtered": lambda args: ["--filter", repr(args.filter)]}
+
+
 def child_command(args: argparse.Namespace, path: str) -> List[str]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(args.out / path)]
     for key in FORWARDED:
         value = getattr(args, key)
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
-    return cmd + (["--baseline"] if path == "pytorch" else [])
+    return cmd + PATH_FLAGS[path](args)
 
 
 def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dict[str, Dict[str, float]]:
@@ -776,11 +832,11 @@ def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dic
     """
     cfg = model_config(args, data)
     runs = {}
-    for path in PATHS:
+    for path in compared_paths(args):
         torch.manual_seed(args.seed)
-        model = build_model(cfg, make_ops(path == "pytorch"), args.param_dtype)
+        model = build_model(cfg, ops_of(path, args), args.param_dtype)
         runs[path] = (model, make_optimizer(model, args.lr))
-    times: Dict[str, List[float]] = {path: [] for path in PATHS}
+    times: Dict[str, List[float]] = {path: [] for path in runs}
     with num_threads(args.threads):
         alternate_steps(args, data, runs, times, rounds)
     return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
@@ -789,7 +845,7 @@ def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dic
 def alternate_steps(args, data: Data, runs, times: Dict[str, List[float]], rounds: int) -> None:
     for step in range(rounds + 1):
         batch = train_batch(data.train, step, args.seed, args.batch_size, args.context)
-        order = PATHS if step % 2 == 0 else PATHS[::-1]
+        order = list(runs) if step % 2 == 0 else list(runs)[::-1]
         for path in order:
             model, opt = runs[path]
             _, ms = train_step(model, opt, batch, args.lr, args.dtype)
@@ -800,7 +856,7 @@ def alternate_steps(args, data: Data, runs, times: Dict[str, List[float]], round
 def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
     """Both training runs (each in a fresh process), then the interleaved timing, plot and table."""
     args.out.mkdir(parents=True, exist_ok=True)
-    for path in PATHS:
+    for path in compared_paths(args):
         print(f"\n=== {path} ===", flush=True)
         subprocess.run(child_command(args, path), check=True)
     return compare_report(args, data)
@@ -808,22 +864,29 @@ def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
 
 def compare_report(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
     """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
-    summaries = {p: json.loads((args.out / p / SUMMARY).read_text()) for p in PATHS}
+    paths = compared_paths(args)
+    summaries = {p: json.loads((args.out / p / SUMMARY).read_text()) for p in paths}
     print(f"\n=== timing: {args.timing_rounds} rounds of alternating steps ===", flush=True)
     for path, timing in interleaved_timing(args, data, args.timing_rounds).items():
         summaries[path]["interleaved"] = timing
     (args.out / SUMMARY).write_text(json.dumps(summaries, indent=2) + "\n")
-    plot({p: read_log(args.out / p / LOG) for p in PATHS}, args.out / "loss.png")
-    table = summary_table(summaries)
+    logs = {p: read_log(args.out / p / LOG) for p in paths}
+    plot(logs, args.out / "loss.png")
+    table = summary_table(summaries, paths)
+    if args.filter:
+        table += "\n\n" + filtering_table(logs["filtered"])
     (args.out / "summary.md").write_text(table + "\n")
     print("\n" + table)
     print(f"\nplot: {args.out / 'loss.png'}   logs: {args.out}/<path>/{LOG}")
     return summaries
 
 
-def summary_table(s: Dict[str, Dict]) -> str:
-    """Markdown table: both paths side by side, and tilegrad relative to PyTorch."""
-    t, b = s["tilegrad"], s["pytorch"]
+LABELS = {"tilegrad": "tilegrad", "pytorch": "PyTorch", "filtered": "tilegrad, filtered"}
+
+
+def summary_table(s: Dict[str, Dict], paths: Tuple[str, str] = PATHS) -> str:
+    """Markdown table: both paths side by side, and the first relative to the second."""
+    t, b = s[paths[0]], s[paths[1]]
     ti, bi = t["interleaved"], b["interleaved"]
     tokens = t["tokens_per_step"]
     mem_t, mem_b = t["peak_memory_mib"], b["peak_memory_mib"]
@@ -848,9 +911,29 @@ def summary_table(s: Dict[str, Dict]) -> str:
     head = (f"{t['parameters'] / 1e6:.2f}M parameters, vocabulary {t['vocab']}, {t['steps']} steps x "
             f"{tokens} tokens, {t['dtype']}, {t.get('param_dtype', 'float32')} parameters, "
             f"{t['threads']} threads\n\n")
-    lines = ["| | tilegrad | PyTorch | tilegrad vs PyTorch |", "|---|---:|---:|---|"]
+    first, second = LABELS[paths[0]], LABELS[paths[1]]
+    lines = [f"| | {first} | {second} | {first} vs {second} |", "|---|---:|---:|---|"]
     lines += [f"| {name} | {a} | {c} | {r} |" for name, a, c, r in rows]
     return head + "\n".join(lines)
+
+
+def filtering_table(records: List[Dict], rows: int = 10) -> str:
+    """Markdown table of a --filter run by step: the shares of logits-gradient blocks the LM head's
+    grad_input / grad_weight products skipped and the largest dropped fraction of a row's bound (means
+    and maximum over each stretch of steps), with the training loss."""
+    steps = [r for r in records if "input_skipped" in r]
+    if not steps:
+        return "(no filtered steps logged)"
+    size = max(1, math.ceil(len(steps) / rows))
+    lines = ["| steps | grad_input blocks skipped | grad_weight blocks skipped | max row dropped | train loss |",
+             "|---|---:|---:|---:|---:|"]
+    for start in range(0, len(steps), size):
+        part = steps[start:start + size]
+        mean = lambda key: sum(r[key] for r in part) / len(part)  # noqa: E731
+        lines.append(f"| {part[0]['step']}-{part[-1]['step']} | {mean('input_skipped'):.1%} | "
+                     f"{mean('weight_skipped'):.1%} | {max(r['max_row_dropped'] for r in part):.1e} | "
+                     f"{mean('train_loss'):.3f} |")
+    return "\n".join(lines)
 
 
 def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
@@ -859,17 +942,19 @@ def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"tilegrad": "tab:orange", "pytorch": "tab:blue"}
+    colors = {"tilegrad": "tab:orange", "pytorch": "tab:blue", "filtered": "tab:green"}
+    second = list(logs)[-1]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
     for path, records in logs.items():
         train = [(r["step"], r["train_loss"]) for r in records if "train_loss" in r]
         val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
         ax.plot(*zip(*train), color=colors[path], alpha=0.45, lw=1, label=f"{path} train")
         ax.plot(*zip(*val), color=colors[path], marker="o", ms=4, lw=1.5,
-                ls="--" if path == "pytorch" else "-", label=f"{path} validation")
+                ls="--" if path == second else "-", label=f"{path} validation")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("cross entropy (nats / token)")
-    ax.set_title("Small language model on CPU: tilegrad vs PyTorch (same seed)")
+    first = list(logs)[0]
+    ax.set_title(f"Small language model on CPU: {LABELS[first]} vs {LABELS[second]} (same seed)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -120,6 +120,9 @@ def start(args: argparse.Namespace):
     if getattr(args, "compare", False):
         raise SystemExit("train_lm: --compare runs its own processes; under torchrun train one path at a time "
                          "(add --baseline for PyTorch's ops)")
+    if args.parallel == "vocab" and getattr(args, "filter", None) is not None:
+        raise SystemExit("train_lm: --filter filters the single-process fused loss; --parallel vocab's LM head "
+                         "(vocab_parallel_cross_entropy) has no gradient filtering: use --parallel data")
     return Distributed(args)
 
 

@@ -36,6 +36,14 @@ LOGIT_ERR = 1e-5
 LOOSE = 0.3
 
 
+@pytest.fixture(autouse=True)
+def skip_whatever_the_bound_allows(monkeypatch):
+    """The op runs a product whole when under 35% of its blocks could be skipped (a speed rule); the
+    tests want the skipping paths on every case the bound allows, so they lower that share to 0
+    (tests that check the rule itself set it again)."""
+    monkeypatch.setenv("TILEGRAD_FLCE_FILTER_MIN_SKIP", "0")
+
+
 def flat(bt, h, v, dtype, seed=0):
     """Nearly uniform softmax (small logits), Zipf targets: the mass is spread over every column."""
     rng = np.random.default_rng(seed)
@@ -187,3 +195,46 @@ def test_bad_filter_arguments(kwargs, error, match):
     x, w, t = zipf(64, H, V, F32, seed=18)
     with pytest.raises(error, match=match):
         tg.fused_linear_cross_entropy(x, w, t, **kwargs)
+
+
+def test_products_with_few_skippable_blocks_run_whole(monkeypatch):
+    """Under the default minimum share (35%) of skippable blocks a product runs every block: the
+    gradient is then the exact path's, bit for bit; at 100% nothing is ever skipped."""
+    x, w, t = zipf(BT, H, V, F32, seed=19)
+    budget = PLAN_BUDGETS["whole"]  # one G block: the reported shares are that block's
+    exact = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget)
+    monkeypatch.delenv("TILEGRAD_FLCE_FILTER_MIN_SKIP")
+    for tau in (0.02, LOOSE, 0.9):
+        out = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, filter_tolerance=tau)
+        stats = tg.fused_linear_cross_entropy_filter_stats(detail=True)
+        for skipped, got, want in ((stats["input_skipped"], out[1], exact[1]),
+                                   (stats["weight_skipped"], out[2], exact[2])):
+            assert skipped == 0.0 or skipped >= 0.35
+            if skipped == 0.0:
+                assert got.tobytes() == want.tobytes()
+    monkeypatch.setenv("TILEGRAD_FLCE_FILTER_MIN_SKIP", "100")
+    out = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, filter_tolerance=0.9)
+    stats = tg.fused_linear_cross_entropy_filter_stats(detail=True)
+    assert stats["input_skipped"] == 0.0 and stats["weight_skipped"] == 0.0
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(out, exact))
+
+
+@pytest.mark.parametrize("filtering", [{"filter_tolerance": LOOSE}, {"filter_eps": 0.05}], ids=["bounded", "unbounded"])
+@pytest.mark.parametrize("plan_name", list(PLAN_BUDGETS))
+def test_filtering_computes_only_the_wanted_gradients(plan_name, filtering):
+    """A loss-only call (evaluation) or a call for one gradient (a frozen head or frozen inputs) with
+    filtering on gives the same loss and the same bits of the wanted gradient as a call for all of
+    them (the masks do not depend on what is wanted)."""
+    x, w, t = concentrated(BT, H, V, BF16, seed=20)
+    budget = PLAN_BUDGETS[plan_name]
+    plan_for(plan_name, BF16)
+    loss, gi, gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, **filtering)
+    exact_loss = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget)[0]
+    alone = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, grad_input=False, grad_weight=False,
+                                          **filtering)
+    assert alone[0].tobytes() == exact_loss.tobytes() == loss.tobytes()
+    assert alone[1] is None and alone[2] is None
+    only_gi = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, grad_weight=False, **filtering)
+    only_gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, grad_input=False, **filtering)
+    assert only_gi[2] is None and only_gi[1].tobytes() == gi.tobytes()
+    assert only_gw[1] is None and only_gw[2].tobytes() == gw.tobytes()

@@ -144,6 +144,13 @@ void drop_within_budget(const float* shares, int64_t n, int64_t stride, float to
   }
 }
 
+// Every block of the mask runs when fewer than min_share of them could be skipped (see
+// flce_filter_min_skipped_share: then the per-block GEMMs would cost more than the skips save).
+void run_whole_unless_worth_it(std::vector<uint8_t>& mask, double min_share) {
+  const auto skipped = std::count(mask.begin(), mask.end(), uint8_t(0));
+  if (double(skipped) < min_share * double(mask.size())) std::fill(mask.begin(), mask.end(), uint8_t(1));
+}
+
 // The two masks of one G block g (rows b0.., vocabulary columns v0.. of the whole problem); adds
 // each row's and column's bound sum and dropped part to fb.
 BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0, int64_t v0, FlceFilterBound& fb,
@@ -191,6 +198,8 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
     for (int64_t cb = cb0; cb < cb1; ++cb)
       drop_within_budget(&col_share[cb], rbs, cbs, fb.tolerance, &m.weight[cb]);
   });
+  run_whole_unless_worth_it(m.input, fb.min_skipped_share);
+  run_whole_unless_worth_it(m.weight, fb.min_skipped_share);
   // What was really dropped, per row and column (diagnostics; fixed order).
   for (int64_t r = 0; r < rows; ++r) {
     double dropped = 0.0;
@@ -222,6 +231,7 @@ struct FilteredDst {
   GemmMatrix acc;  // data null: none
   uint8_t* written = nullptr;
   GemmMatrix out;
+  bool wanted() const { return acc.data || out.data; }  // neither: a gradient the caller did not ask for
 };
 
 // Output rows of m (any dtype, any strides) = fp32 rows of src (ld = m.cols; null: zeros).
@@ -317,16 +327,22 @@ void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, int64_t b0, i
       for (size_t b = 0; b < m.input.size(); ++b) f.filter_counts[0] += (m.input[b] | m.weight[b]) != 0;
       f.filter_counts[1] += int64_t(m.input.size());
     }
-    if (all_set(m.input)) whole_product(k, g, w_rows, gin, threads);
-    else
+    if (!gin.wanted()) {
+    } else if (all_set(m.input)) {
+      whole_product(k, g, w_rows, gin, threads);
+    } else {
       filtered_product(
           k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return m.input_at(o, r); }, gin,
           threads);
-    if (all_set(m.weight)) whole_product(k, g.t(), x_rows, gw, threads);
-    else
+    }
+    if (!gw.wanted()) {
+    } else if (all_set(m.weight)) {
+      whole_product(k, g.t(), x_rows, gw, threads);
+    } else {
       filtered_product(
           k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return m.weight_at(r, o); }, gw,
           threads);
+    }
     return;
   }
   const ActiveBlocks act = find_active_blocks(k, static_cast<const char*>(g.data), g.dtype, g.rows, g.cols,
@@ -335,10 +351,13 @@ void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, int64_t b0, i
     f.filter_counts[0] += act.count();
     f.filter_counts[1] += int64_t(act.flags.size());
   }
-  filtered_product(
-      k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return act.at(o, r); }, gin, threads);
-  filtered_product(
-      k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return act.at(r, o); }, gw, threads);
+  if (gin.wanted())
+    filtered_product(
+        k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return act.at(o, r); }, gin, threads);
+  if (gw.wanted())
+    filtered_product(
+        k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return act.at(r, o); }, gw,
+        threads);
 }
 
 FilteredDst accumulate_into(const GemmMatrix& acc, uint8_t* written) {
@@ -585,7 +604,7 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
   const FlceKernels* k = flce_kernels(t.isa);
   const DType dt = input.dtype;
   const int64_t es = dtype_size(dt);
-  // An absent gradient (undefined dtype) is not computed (never with filtering: the caller's rule).
+  // An absent gradient (undefined dtype) is not computed.
   const bool want_gin = core::present(grad_input), want_gw = core::present(grad_weight);
   const GemmMatrix x = matrix_of(input), w = matrix_of(weight);
   const GemmMatrix gin = want_gin ? matrix_of(grad_input) : GemmMatrix();
@@ -640,14 +659,17 @@ void flce_chunked_run(const FlceFusedTiling& t, const TensorView& input, const T
     if (f.grad_bias_acc) accumulate_columns(k, f.grad_bias_acc, g, dt, bc, v, t.threads);
     const GemmMatrix gm = GemmMatrix::rowmajor(g, dt, bc, v, v);
     if (filter) {
-      filtered_gradients(k, gm, b0, 0, row_coef.data(), x.row_block(b0, bc), w, f, complete_into(gin.row_block(b0, bc)),
-                         gw_sums ? accumulate_into(gw_acc, gw_written.data()) : complete_into(gw), t.threads);
+      const FilteredDst gin_dst = want_gin ? complete_into(gin.row_block(b0, bc)) : FilteredDst();
+      const FilteredDst gw_dst = !want_gw ? FilteredDst()
+                                 : gw_sums ? accumulate_into(gw_acc, gw_written.data())
+                                           : complete_into(gw);
+      filtered_gradients(k, gm, b0, 0, row_coef.data(), x.row_block(b0, bc), w, f, gin_dst, gw_dst, t.threads);
       continue;
     }
     if (want_gin) core::gemm(gm, w, gin.row_block(b0, bc), false, t.threads);
     if (want_gw) core::gemm(gm.t(), x.row_block(b0, bc), gw_acc, ci > 0, t.threads);
   }
-  if (filter && gw_sums) zero_unwritten_rows(k, gw_acc, gw_written.data());
+  if (filter && gw_sums && want_gw) zero_unwritten_rows(k, gw_acc, gw_written.data());
   if (acc_w && want_gw) cast_rows(k, acc_w, grad_weight, 0, v, t.threads);
 }
 

@@ -41,6 +41,7 @@ struct FlceFeatures {
 // holding in every G block holds for the sums over them.
 struct FlceFilterBound {
   float tolerance = 0.0f;
+  double min_skipped_share = 0.0;  // a product with fewer skippable blocks runs whole (see the tiling)
   const float* weight_norms = nullptr;  // (V) ||W_j||, fp32
   const float* input_norms = nullptr;   // (BT) ||x_i||, fp32
   // Per row (BT) and vocabulary column (V): S / T summed over the G blocks, and their dropped parts.

@@ -216,6 +216,7 @@ void FusedLaunch::start_bound(Bound& b) const {
   b.col_total.assign(v, 0.0);
   b.col_dropped.assign(v, 0.0);
   b.state.tolerance = o_.filter_tolerance;
+  b.state.min_skipped_share = flce_filter_min_skipped_share();
   b.state.weight_norms = b.weight_norms.data();
   b.state.input_norms = b.input_norms.data();
   b.state.row_total = b.row_total.data();
@@ -326,9 +327,11 @@ void FusedLaunch::run(void* workspace) {
   f.softcap = o_.softcap;
   f.class_w = has_cw ? cw.data() : nullptr;
   f.grad_bias_acc = gb_acc.empty() ? nullptr : gb_acc.data();
-  f.filter_eps = o_.filter_eps;
+  // Filtering drops gradient work only: with no gradient wanted (the loss alone) there is none.
+  const bool any_grad = wants_gin || wants_gw || f.grad_bias_acc;
+  f.filter_eps = any_grad ? o_.filter_eps : 0.0f;
   Bound bound;
-  if (o_.filter_tolerance > 0.0f && a_.input.shape[1] > 0) {
+  if (any_grad && o_.filter_tolerance > 0.0f && a_.input.shape[1] > 0) {
     start_bound(bound);
     f.bound = &bound.state;
   }
@@ -345,16 +348,12 @@ void FusedLaunch::run(void* workspace) {
       zl[i] = r.zloss;
     }
   } else if (tiling_.plan != FlcePlan::kVocabOuter) {
-    // Filtering writes both gradients: an absent one then goes to a scratch buffer (else it is skipped).
-    const bool filter = o_.filter_eps > 0.0f;
-    const TensorView gin = wants_gin || !filter ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
-    const TensorView gw = wants_gw || !filter ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
-    flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), gin, gw, workspace);
+    flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), a_.gin, a_.gw,
+                     workspace);
   } else {
     // The block path writes both gradients when it runs: an absent one goes to a scratch buffer.
-    const bool grads = wants_gin || wants_gw || f.grad_bias_acc;
-    const TensorView gin = wants_gin || !grads ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
-    const TensorView gw = wants_gw || !grads ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
+    const TensorView gin = wants_gin || !any_grad ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
+    const TensorView gw = wants_gw || !any_grad ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
     std::vector<float> mx(bt), sum(bt), pred(bt), wsum(bt, 0.0f), cp(bt), ct(bt), cu(bt);
     const auto vec = [](float* p) {
       Vec1 r;
@@ -377,7 +376,7 @@ void FusedLaunch::run(void* workspace) {
     f.row_wsum = nullptr;
     f.row_target_coef = ct.data();
     f.row_uniform_coef = cu.data();
-    if (grads)
+    if (any_grad)
       flce_grad_run(tiling_.grad, a_.input, a_.weight, nullptr, cp.data(), mx.data(), sum.data(), col.data(), gin, gw,
                     workspace, &f);
     if (a_.input.shape[1] == 0 && f.grad_bias_acc) bias_grad_without_hidden(f, mx, sum, cp, ct, cu, col);

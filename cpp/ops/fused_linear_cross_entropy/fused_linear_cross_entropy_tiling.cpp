@@ -53,6 +53,11 @@ int64_t env_bytes(const char* name, int64_t fallback, bool zero_ok) {
 
 int64_t flce_budget() { return env_bytes("TILEGRAD_FLCE_BUDGET", kFlceDefaultBudget, false); }
 
+double flce_filter_min_skipped_share() {
+  return double(std::min<int64_t>(100, env_bytes("TILEGRAD_FLCE_FILTER_MIN_SKIP", kFlceFilterMinSkipPercent, true))) /
+         100.0;
+}
+
 const char* flce_plan_name(FlcePlan p) {
   switch (p) {
     case FlcePlan::kWhole: return "whole";

@@ -21,6 +21,15 @@ constexpr int64_t kFlceDefaultBudget = int64_t(64) << 20;  // bytes (see flce_bu
 constexpr int64_t kFlceMinChunk = 256;                     // rows per chunk, when the dimension has them
 constexpr int64_t kFlceMinChunkRows = 128;  // three-GEMM plan: fewest rows per chunk worth the fp32 re-reads
 
+// Bounded filtering: below this share of skippable blocks (percent) a gradient product runs whole
+// (every block: exact, within any bound): its per-output-block GEMMs (64 rows of G, or 128
+// vocabulary rows) re-pack the other operand for each block and cost about 1.5x the whole product's
+// GEMM per block they run (measured bf16, H = 2048: skipping 8% of grad_input's blocks made the call
+// 13% slower), so fewer skips lose time. TILEGRAD_FLCE_FILTER_MIN_SKIP (percent, read at each call;
+// 0: skip whatever the bound allows) overrides it.
+constexpr int64_t kFlceFilterMinSkipPercent = 35;
+double flce_filter_min_skipped_share();
+
 // The memory budget: TILEGRAD_FLCE_BUDGET (bytes, read at each phase 1) or kFlceDefaultBudget.
 // For the aclnn gradient and forward operators it bounds the logits / G block (accumulators come on
 // top); for the single-process op it is the whole workspace of the three-GEMM plans and picks the plan.
