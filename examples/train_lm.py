@@ -901,7 +901,8 @@ def summary_table(s: Dict[str, Dict], paths: Tuple[str, str] = PATHS) -> str:
          f"{b['ms_per_step'] / t['ms_per_step']:.2f}x faster"),
         ("peak memory (training, RSS growth)", "n/a" if mem_t is None else f"{mem_t:,.0f} MiB",
          "n/a" if mem_b is None else f"{mem_b:,.0f} MiB",
-         "n/a" if not mem_t or not mem_b else f"{1 - mem_t / mem_b:.0%} less"),
+         "n/a" if not mem_t or not mem_b else f"{1 - mem_t / mem_b:.0%} less" if mem_t <= mem_b
+         else f"{mem_t / mem_b - 1:.0%} more"),
         ("final train loss (mean of last 10 steps)", f"{t['final_train_loss']:.3f}",
          f"{b['final_train_loss']:.3f}", f"{abs(t['final_train_loss'] / b['final_train_loss'] - 1):.2%} apart"),
         ("validation loss, first -> final", f"{t['first_val_loss']:.3f} -> {t['final_val_loss']:.3f}",

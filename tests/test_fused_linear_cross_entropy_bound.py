@@ -238,3 +238,23 @@ def test_filtering_computes_only_the_wanted_gradients(plan_name, filtering):
     only_gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=budget, grad_input=False, **filtering)
     assert only_gi[2] is None and only_gi[1].tobytes() == gi.tobytes()
     assert only_gw[1] is None and only_gw[2].tobytes() == gw.tobytes()
+
+
+@pytest.mark.parametrize("dist", ["zipf", "concentrated"])
+def test_vocabulary_outer_plan_budgets_whole_rows(dist):
+    """The vocabulary-outer plan's G blocks each hold part of a row: the forward's per-row sums give
+    each row's whole-vocabulary S_i, so its blocks share one budget of tau * S_i (as in the plans
+    whose G blocks hold whole rows) instead of tau of each block's own part; the bound still holds."""
+    tau = 0.05
+    skipped = {}
+    for plan_name in ("whole", "vocab_outer"):
+        x, w, t = DISTRIBUTIONS[dist](BT, H, V, BF16, seed=21)
+        plan_for(plan_name, BF16)
+        _, gi, gw = tg.fused_linear_cross_entropy(x, w, t, memory_budget=PLAN_BUDGETS[plan_name],
+                                                  filter_tolerance=tau)
+        stats = tg.fused_linear_cross_entropy_filter_stats(detail=True)
+        check_bound(x, w, t, gi, gw, tau, BF16)
+        assert stats["max_row_dropped"] <= tau
+        skipped[plan_name] = stats["input_skipped"]
+    assert skipped["whole"] > 0.0
+    assert skipped["vocab_outer"] >= 0.8 * skipped["whole"]

@@ -144,6 +144,17 @@ void drop_within_budget(const float* shares, int64_t n, int64_t stride, float to
   }
 }
 
+// What rows [first, last) may still drop: the tolerance, less the largest fraction of a row's
+// whole-vocabulary bound (fb.row_bound) that earlier G blocks dropped; without row_bound each G
+// block bounds its own part of the rows and has all of it.
+float row_budget_left(const FlceFilterBound& fb, int64_t first, int64_t last) {
+  if (!fb.row_bound) return fb.tolerance;
+  double left = fb.tolerance;
+  for (int64_t i = first; i < last; ++i)
+    if (fb.row_dropped[i] > 0.0) left = std::min(left, double(fb.tolerance) - fb.row_dropped[i] / double(fb.row_bound[i]));
+  return float(std::max(0.0, left));
+}
+
 // Every block of the mask runs when fewer than min_share of them could be skipped (see
 // flce_filter_min_skipped_share: then the per-block GEMMs would cost more than the skips save).
 void run_whole_unless_worth_it(std::vector<uint8_t>& mask, double min_share) {
@@ -175,14 +186,16 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
     for (int64_t rb = 0; rb < rbs; ++rb)
       for (int64_t j = j0; j < j1; ++j) t[j] += e[rb * cols + j];
   });
-  // Each block's share: its largest row share (grad_input) and largest column share (grad_weight).
+  // Each block's share: its largest row share (grad_input) and largest column share (grad_weight),
+  // rows' shares of their whole-vocabulary S_i where the forward gave it, else of this block's part.
+  const auto row_sum = [&](int64_t r) { return fb.row_bound ? fb.row_bound[b0 + r] : s[r]; };
   std::vector<float> row_share(rbs * cbs, 0.0f), col_share(rbs * cbs, 0.0f);
   for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
     for (int64_t rb = rb0; rb < rb1; ++rb)
       for (int64_t cb = 0; cb < cbs; ++cb) {
         float& rs = row_share[rb * cbs + cb];
         for (int64_t r = rb * kFilterRows; r < std::min(rows, (rb + 1) * kFilterRows); ++r)
-          take_max(rs, share(d[r * cbs + cb], s[r]));
+          take_max(rs, share(d[r * cbs + cb], row_sum(r)));
         float& cs = col_share[rb * cbs + cb];
         for (int64_t j = cb * kFilterCols; j < std::min(cols, (cb + 1) * kFilterCols); ++j)
           take_max(cs, share(e[rb * cols + j], t[j]));
@@ -192,7 +205,9 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
   m.weight.assign(rbs * cbs, 1);
   for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
     for (int64_t rb = rb0; rb < rb1; ++rb)
-      drop_within_budget(&row_share[rb * cbs], cbs, 1, fb.tolerance, &m.input[rb * cbs]);
+      drop_within_budget(&row_share[rb * cbs], cbs, 1,
+                         row_budget_left(fb, b0 + rb * kFilterRows, b0 + std::min(rows, (rb + 1) * kFilterRows)),
+                         &m.input[rb * cbs]);
   });
   for_row_tiles(cbs, threads, [&](int64_t cb0, int64_t cb1) {
     for (int64_t cb = cb0; cb < cb1; ++cb)
@@ -458,9 +473,15 @@ void flce_forward_run(const FlceForwardTiling& t, const TensorView& input, const
           float* row = logits + r * vc;
           if (f && (f->bias || f->softcap != 0.0f)) k->transform_row(row, vc, f->bias ? f->bias + v0 : nullptr, f->softcap);
           float m = max_out.f32(i), s = sum_out.f32(i);
+          const float m_old = m;
           k->online_max_sum(row, vc, &m, &s);
           max_out.set_f32(i, m);
           sum_out.set_f32(i, s);
+          if (f && f->bound && f->bound->row_exp_norm_sum) {
+            float& a = f->bound->row_exp_norm_sum[i];  // rescaled to the new max, as the sum of exp
+            a = (a == 0.0f ? 0.0f : a * std::exp(m_old - m)) +
+                k->exp_weighted_sum(row, vc, m, f->bound->weight_norms + v0);
+          }
           if (f && f->row_wsum) f->row_wsum[i] += k->weighted_sum(row, f->class_w ? f->class_w + v0 : nullptr, vc);
           const int64_t c = local_target[i] - v0;
           if (local_target[i] >= 0 && c >= 0 && c < vc) pred_out.set_f32(i, row[c]);

@@ -49,6 +49,12 @@ struct FlceFilterBound {
   double* row_dropped = nullptr;
   double* col_total = nullptr;
   double* col_dropped = nullptr;
+  // Rows' whole-vocabulary bound sums, for plans whose G blocks hold part of a row (vocabulary
+  // outer): the forward adds each row's sum_j exp(z_j - max) ||W_j|| (online, as its sum of exp)
+  // into row_exp_norm_sum; the caller then sets row_bound[i] = S_i, and every G block drops within
+  // what is left of tolerance * S_i. Both null: each G block bounds its own part of the row.
+  float* row_exp_norm_sum = nullptr;
+  const float* row_bound = nullptr;
   int64_t blocks = 0, input_blocks_run = 0, weight_blocks_run = 0;  // added to
 };
 

@@ -172,6 +172,7 @@ class FusedLaunch final : public core::Launch {
   struct Bound {
     std::vector<float> weight_norms, input_norms;
     std::vector<double> row_total, row_dropped, col_total, col_dropped;
+    std::vector<float> row_exp_norm_sum, row_bound;  // the vocabulary-outer plan's whole-row S_i
     FlceFilterBound state;
   };
   void start_bound(Bound& b) const;
@@ -223,6 +224,26 @@ void FusedLaunch::start_bound(Bound& b) const {
   b.state.row_dropped = b.row_dropped.data();
   b.state.col_total = b.col_total.data();
   b.state.col_dropped = b.col_dropped.data();
+}
+
+// Each row's S_i = sum_j |G_ij| ||W_j|| over the whole vocabulary, from the forward's
+// A_i = sum_j exp(z_j - max) ||W_j||: with p_j = exp(z_j - max) / sum and no label smoothing or
+// softcap, G_ij = cp p_j - ct [j == t], so S_i = |cp| (A_i / sum - p_t ||W_t||) + |cp p_t - ct| ||W_t||.
+std::vector<float> whole_row_bounds(const std::vector<float>& exp_norm_sum, const std::vector<float>& weight_norms,
+                                    const std::vector<int64_t>& col, const std::vector<float>& sum,
+                                    const std::vector<float>& pred, const std::vector<float>& cp,
+                                    const std::vector<float>& ct) {
+  std::vector<float> s(col.size());
+  for (size_t i = 0; i < col.size(); ++i) {
+    const double all = double(exp_norm_sum[i]) / double(sum[i]);
+    if (col[i] < 0) {
+      s[i] = float(std::fabs(double(cp[i])) * all);
+      continue;
+    }
+    const double nt = weight_norms[col[i]], pt = std::exp(double(pred[i])) / double(sum[i]);  // pred = z_t - max
+    s[i] = float(std::fabs(double(cp[i])) * std::max(0.0, all - pt * nt) + std::fabs(double(cp[i]) * pt - ct[i]) * nt);
+  }
+  return s;
 }
 
 // Largest dropped / total over entries with a positive total (0 when nothing was dropped).
@@ -362,6 +383,14 @@ void FusedLaunch::run(void* workspace) {
       return r;
     };
     f.row_wsum = spec.eps > 0.0f ? wsum.data() : nullptr;
+    // Bounded filtering over whole rows: the forward also sums exp(z_j - max) ||W_j|| per row. (With
+    // label smoothing or a softcap |G_ij| is not a function of p_ij alone: each G block then bounds
+    // its own part.)
+    const bool whole_rows = f.bound && spec.eps == 0.0f && f.softcap == 0.0f;
+    if (whole_rows) {
+      bound.row_exp_norm_sum.assign(bt, 0.0f);
+      bound.state.row_exp_norm_sum = bound.row_exp_norm_sum.data();
+    }
     flce_forward_run(tiling_.fwd, a_.input, a_.weight, col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
                      nullptr, workspace, &f);
     for (int64_t i = 0; i < bt; ++i) {
@@ -374,6 +403,11 @@ void FusedLaunch::run(void* workspace) {
       cu[i] = r.coef_u;
     }
     f.row_wsum = nullptr;
+    if (whole_rows) {
+      bound.state.row_exp_norm_sum = nullptr;
+      bound.row_bound = whole_row_bounds(bound.row_exp_norm_sum, bound.weight_norms, col, sum, pred, cp, ct);
+      bound.state.row_bound = bound.row_bound.data();
+    }
     f.row_target_coef = ct.data();
     f.row_uniform_coef = cu.data();
     if (any_grad)

@@ -44,6 +44,8 @@ struct FlceKernels {
   void (*transform_row)(float* z, int64_t n, const float* bias, float softcap);
   // sum_j w[j] * z[j] (w null: sum_j z[j]), fp32, one fixed order.
   float (*weighted_sum)(const float* z, const float* w, int64_t n);
+  // sum_j exp(l[j] - max) * w[j] over n contiguous fp32 logits, fp32, one fixed order.
+  float (*exp_weighted_sum)(const float* l, int64_t n, float max, const float* w);
   // acc[j] += g[j] (g: n contiguous elements of dtype), fp32.
   void (*accumulate_row)(float* acc, const void* g, DType dtype, int64_t n);
   // Gradient filtering: flags[b] = 1 if some g[j] of column block b (columns [b * block, (b + 1) *
