@@ -4,8 +4,6 @@
 
 #include <pybind11/pybind11.h>
 
-#include <string>
-
 #include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
@@ -31,20 +29,11 @@ inline BceOperands bce_operands_of(const char* op, const py::object& input, cons
   return a;
 }
 
-// _<name>(numel, bytes_per_elem, out_contiguous, reduction, threads, l1_bytes, l2_bytes, l3_bytes,
-// isa): the tiling `tiling(...)` picks on a simulated machine, as a dict.
+// The tiling test hook _<name>(numel, bytes_per_elem, out_contiguous, reduction, machine...).
 template <class TilingFn>
 void def_bce_tiling(py::module_& m, const char* name, TilingFn tiling) {
-  m.def(
-      name,
-      [tiling](int64_t numel, int64_t bytes_per_elem, bool out_contiguous, int64_t reduction, int threads, int64_t l1,
-               int64_t l2, int64_t l3, const std::string& isa) {
-        return tiling_dict(tiling(numel, bytes_per_elem, out_contiguous, reduction,
-                                  platform_from(threads, l1, l2, l3, isa)));
-      },
-      py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("reduction"),
-      py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,
-      py::arg("l3_bytes") = 32 << 20, py::arg("isa") = "avx512");
+  def_tiling_hook<int64_t, int64_t, bool, int64_t>(m, name, tiling, py::arg("numel"), py::arg("bytes_per_elem"),
+                                                   py::arg("out_contiguous"), py::arg("reduction"));
 }
 
 }  // namespace tilegrad::py_support
