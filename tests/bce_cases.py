@@ -53,6 +53,28 @@ def make_backward(shape, dtypes=(F32,) * 5, dy_shape=(), w_shape=None, pw_shape=
     return (dy, *_operands(rng, shape, dtypes[1:], w_shape, pw_shape, 8.0))
 
 
+def extreme_logits(dtype):
+    """(x, t): every EXTREME_X value (those bfloat16 holds) against targets 0, 1 and 0.5."""
+    xs = np.array(EXTREME_X, np.float32)
+    if dtype == BF16:
+        xs = xs[np.abs(xs) < 3e38]
+    x = np.repeat(xs, 3).astype(dtype)
+    t = np.tile(np.array([0.0, 1.0, 0.5]), len(xs)).astype(dtype)
+    return x, t
+
+
+def streaming_operands(l3_bytes):
+    """(x, t, w, pw) fp32 vectors of l3_bytes / 32 + 4099 elements (binary targets): long enough that
+    the operator's output bypasses the caches."""
+    n = l3_bytes // 32 + 4099
+    rng = np.random.default_rng(1)
+    x = rand((n,), F32, rng, -10, 10)
+    t = rng.integers(0, 2, size=n).astype(F32)
+    w = rand((n,), F32, rng, 0, 2)
+    pw = rand((n,), F32, rng, 0.5, 2)
+    return x, t, w, pw
+
+
 def raises(exc, match, fn, *args, **kw):
     """fn(*args, **kw) raises exc with a message matching match; returns the exception."""
     with pytest.raises(exc, match=match) as info:

@@ -9,7 +9,8 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import ACLNN_ERR_PARAM_INVALID
-from bce_cases import BROADCAST_SHAPES, DTYPES, EXTREME_X, SELF_SHAPE, TORCH_CASES, rand, raises
+from bce_cases import (BROADCAST_SHAPES, DTYPES, SELF_SHAPE, TORCH_CASES, extreme_logits, rand, raises,
+                       streaming_operands)
 from bce_cases import make_forward as make
 from reference.bce import BF16, F16, F32, REDUCTIONS
 from reference.bce import assert_bce_forward_close as check
@@ -188,13 +189,8 @@ def test_misaligned_and_in_place(isa):
 
 def test_streaming_store_sizes():
     # Large enough that the output bypasses the caches (numel * bytes > L3 / 2 of this machine).
-    n = _core.platform()["l3_bytes"] // 32 + 4099
-    rng = np.random.default_rng(1)
-    x = rand((n,), F32, rng, -10, 10)
-    t = rng.integers(0, 2, size=n).astype(F32)
-    w = rand((n,), F32, rng, 0, 2)
-    pw = rand((n,), F32, rng, 0.5, 2)
-    out = np.empty(n + 1, F32)[1:]   # misaligned start
+    x, t, w, pw = streaming_operands(_core.platform()["l3_bytes"])
+    out = np.empty(x.size + 1, F32)[1:]   # misaligned start
     bce(x, t, w, pw, "none", out=out)
     check(out, x, t, w, pw, "none")
     check(bce(x, t, w, pw, "sum"), x, t, w, pw, "sum")
@@ -204,11 +200,7 @@ def test_streaming_store_sizes():
 def test_extreme_logits(isa, dtype):
     # Finite logits of any size give finite losses with full relative precision: no term cancels
     # (t = 0 at x = -30 is exp(-30), where (1 - t) * x + softplus(-x) would give 0).
-    xs = np.array(EXTREME_X, np.float32)
-    if dtype == BF16:
-        xs = xs[np.abs(xs) < 3e38]
-    x = np.repeat(xs, 3).astype(dtype)
-    t = np.tile(np.array([0.0, 1.0, 0.5]), len(xs)).astype(dtype)
+    x, t = extreme_logits(dtype)
     for pw in (None, np.array([3.0], dtype)):
         r = bce(x, t, None, pw, "none")
         value, _ = bce_forward_ref(x, t, None, pw, "none")

@@ -8,7 +8,8 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import ACLNN_ERR_PARAM_INVALID
-from bce_cases import BROADCAST_SHAPES, DTYPES, EXTREME_X, SELF_SHAPE, TORCH_CASES, rand, raises
+from bce_cases import (BROADCAST_SHAPES, DTYPES, SELF_SHAPE, TORCH_CASES, extreme_logits, rand, raises,
+                       streaming_operands)
 from bce_cases import make_backward as make
 from reference.bce import BF16, F16, F32, REDUCTIONS
 from reference.bce import assert_bce_close as check
@@ -153,25 +154,16 @@ def test_misaligned_and_in_place(isa):
 
 def test_streaming_store_sizes():
     # Large enough that the output bypasses the caches (numel * bytes > L3 of this machine).
-    n = _core.platform()["l3_bytes"] // 32 + 4099
-    rng = np.random.default_rng(1)
-    x = rand((n,), F32, rng, -10, 10)
-    t = rng.integers(0, 2, size=n).astype(F32)
-    w = rand((n,), F32, rng, 0, 2)
-    pw = rand((n,), F32, rng, 0.5, 2)
+    x, t, w, pw = streaming_operands(_core.platform()["l3_bytes"])
     dy = np.array(1.0, F32)
-    out = np.empty(n + 1, F32)[1:]   # misaligned start
+    out = np.empty(x.size + 1, F32)[1:]   # misaligned start
     bce(dy, x, t, w, pw, "sum", out=out)
     check(out, dy, x, t, w, pw, "sum")
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 def test_extreme_logits(isa, dtype):
-    xs = np.array(EXTREME_X, np.float32)
-    if dtype == BF16:
-        xs = xs[np.abs(xs) < 3e38]
-    x = np.repeat(xs, 3).astype(dtype)
-    t = np.tile(np.array([0.0, 1.0, 0.5]), len(xs)).astype(dtype)
+    x, t = extreme_logits(dtype)
     dy = np.array(1.0, dtype)
     for pw in (None, np.array([3.0], dtype)):
         for red in ("none", "sum"):
