@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits.h"
-#include "core/acl_tensor.h"
 #include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
@@ -185,16 +184,10 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
   return core::create_rebindable_executor(
       ops::kOp, {{"self", "target", "weightOptional", "posWeightOptional"}, {"out"}}, workspaceSize, executor, [=] {
         const core::ReductionArg r = core::reduction_from_code(reduction);
-        core::require_not_null(ops::kOp, "self", self);
-        core::require_not_null(ops::kOp, "target", target);
-        core::require_not_null(ops::kOp, "out", out);
-        const TensorView x = core::view_of(ops::kOp, "self", self);
-        const TensorView t = core::view_of(ops::kOp, "target", target);
-        const TensorView w = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
-        const TensorView pw = core::optional_view_of(ops::kOp, "posWeightOptional", posWeightOptional);
-        const TensorView o = core::view_of(ops::kOp, "out", out);
-        return std::make_unique<ops::BceForwardLaunch>(x, t, weightOptional ? &w : nullptr,
-                                                       posWeightOptional ? &pw : nullptr, r, o);
+        const ops::BceAclViews v = ops::bce_views_of(
+            ops::kOp, {nullptr, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/false);
+        return std::make_unique<ops::BceForwardLaunch>(v.self, v.target, v.weight_or_null(), v.pos_weight_or_null(),
+                                                       r, v.out);
       });
 }
 

@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 
+#include "core/acl_tensor.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -68,6 +69,23 @@ void bce_validate(const char* op, const BceTensors& a, const core::ReductionArg*
     for (const Named& n : inputs)
       if (n.t) core::require_no_partial_overlap(op, "out", *a.out, n.name, *n.t, true);
   }
+}
+
+BceAclViews bce_views_of(const char* op, const BceAclTensors& a, bool with_grad_output) {
+  if (with_grad_output) core::require_not_null(op, "gradOutput", a.grad_output);
+  core::require_not_null(op, "self", a.self);
+  core::require_not_null(op, "target", a.target);
+  core::require_not_null(op, "out", a.out);
+  BceAclViews v;
+  if (with_grad_output) v.grad_output = core::view_of(op, "gradOutput", a.grad_output);
+  v.self = core::view_of(op, "self", a.self);
+  v.target = core::view_of(op, "target", a.target);
+  v.weight = core::optional_view_of(op, "weightOptional", a.weight);
+  v.pos_weight = core::optional_view_of(op, "posWeightOptional", a.pos_weight);
+  v.out = core::view_of(op, "out", a.out);
+  v.has_weight = a.weight != nullptr;
+  v.has_pos_weight = a.pos_weight != nullptr;
+  return v;
 }
 
 const TensorView* bce_optional(const TensorView& t) { return core::present(t) ? &t : nullptr; }
