@@ -124,6 +124,23 @@ def parse_args(parser, benchmark: Optional[str] = None):
     return args
 
 
+def add_run_options(parser) -> None:
+    """``--quick`` (small shapes, few repetitions) and ``--threads`` (tilegrad's and torch's), the
+    options the operator benchmarks against torch share; see :func:`set_threads`."""
+    parser.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
+    parser.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
+
+
+def set_threads(args, torch) -> int:
+    """Runs tilegrad and torch on ``args.threads`` threads (0: tilegrad's default); returns the count."""
+    import tilegrad as tg
+
+    threads = args.threads or tg.get_num_threads()
+    tg.set_num_threads(threads)
+    torch.set_num_threads(threads)
+    return threads
+
+
 def add_json_option(parser) -> None:
     """``--json PATH``: append the results as JSON lines (default: $TILEGRAD_BENCH_JSON)."""
     parser.add_argument("--json", metavar="PATH", default=os.environ.get(JSON_ENV) or None,

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, parse_args, print_table, rel_error  # noqa: E402
+from _harness import add_run_options, compare, parse_args, print_table, rel_error, set_threads  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 
@@ -113,9 +113,8 @@ def forward_rows(torch, shapes, dtypes, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
+    add_run_options(ap)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
     ap.add_argument("--rows", type=int, nargs="*", help="row counts (default 4096; C = 1024)")
     ap.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile contender")
@@ -124,9 +123,7 @@ def main():
 
     import torch
 
-    threads = args.threads or tg.get_num_threads()
-    tg.set_num_threads(threads)
-    torch.set_num_threads(threads)
+    threads = set_threads(args, torch)
     reps = 2 if args.quick else args.reps
     shapes = [(r, 1024) for r in (args.rows or ([256] if args.quick else [4096]))]
     dtypes = [{"float32": torch.float32, "bfloat16": torch.bfloat16}[d] for d in args.dtypes]

@@ -18,7 +18,8 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, parse_args, print_table, rel_error, time_min  # noqa: E402
+from _harness import (add_run_options, compare, parse_args, print_table, rel_error, set_threads,  # noqa: E402
+                      time_min)
 
 import tilegrad as tg  # noqa: E402
 from tilegrad import _core  # noqa: E402
@@ -80,14 +81,11 @@ def bandwidth_ceiling(n, reps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
-    ap.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
+    add_run_options(ap)
     args = parse_args(ap)
     import torch
 
-    threads = args.threads or tg.get_num_threads()
-    tg.set_num_threads(threads)
-    torch.set_num_threads(threads)
+    threads = set_threads(args, torch)
     print(f"tilegrad {tg.__version__} isa={tg.active_isa()} threads={threads}; torch {torch.__version__} "
           f"threads={torch.get_num_threads()}")
     rows = []

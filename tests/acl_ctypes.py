@@ -122,6 +122,19 @@ def launch(op: str, executor: Optional[int], workspace_size: int, workspace: Opt
     return fn(workspace, workspace_size, executor, None)
 
 
+def assert_null_out_pointers_refused(op: str, args: Sequence) -> None:
+    """Phase 1 with a null workspaceSize or executor out-pointer returns 161001 naming the pointer."""
+    fn = getattr(lib, op + "GetWorkspaceSize")
+    fn.restype = ctypes.c_int32
+    args = [_arg(a) for a in args]
+    ws = ctypes.c_uint64(0)
+    ex = ctypes.c_void_p(None)
+    assert fn(*args, None, ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
+    assert "workspaceSize out-pointer is null" in last_error()
+    assert fn(*args, ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
+    assert "executor out-pointer is null" in last_error()
+
+
 def run_op(op: str, args: Sequence) -> Tuple[int, str]:
     """Both phases; returns (status, message) with message "" on success."""
     status, ws, ex = get_workspace_size(op, args)

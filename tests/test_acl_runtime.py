@@ -9,8 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors, create_tensor,
-                        get_workspace_size, last_error, launch, lib, run_op)
+from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
+                        assert_null_out_pointers_refused, create_tensor, get_workspace_size, last_error, launch, lib,
+                        run_op)
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
@@ -398,15 +399,8 @@ def test_null_workspace_with_size_is_161002():
 
 def test_null_out_pointers_are_161001():
     a = np.ones(8, np.float32)
-    fn = lib.aclnnSiluBackwardGetWorkspaceSize
-    fn.restype = ctypes.c_int32
     with AclTensors() as t:
-        args = [vp(t.new(a)), vp(t.new(a.copy())), vp(t.new(a.copy()))]
-        ws, ex = ctypes.c_uint64(), vp()
-        assert fn(*args, None, ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
-        assert "workspaceSize out-pointer is null" in last_error()
-        assert fn(*args, ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
-        assert "executor out-pointer is null" in last_error()
+        assert_null_out_pointers_refused("aclnnSiluBackward", [t.new(a), t.new(a.copy()), t.new(a.copy())])
 
 
 def test_error_messages_are_thread_local():

@@ -9,30 +9,17 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import ACLNN_ERR_PARAM_INVALID
+from bce_cases import (BROADCAST_SHAPES, DTYPES, SELF_SHAPE, TORCH_CASES, extreme_logits, rand, raises,
+                       streaming_operands)
+from bce_cases import make_forward as make
 from reference.bce import BF16, F16, F32, REDUCTIONS
 from reference.bce import assert_bce_forward_close as check
 from reference.bce import bce_forward_ref
-from test_binary_cross_entropy_with_logits_backward import EXTREME_X, TORCH_CASES
 from tilegrad import _core
 
 OP = "aclnnBinaryCrossEntropyWithLogits"
 bce = tg.binary_cross_entropy_with_logits
-DTYPES = [F32, F16, BF16]
 BLOCK = 8192  # kBceForwardBlockElems: elements per partial sum of mean / sum
-
-
-def rand(shape, dtype, rng, lo=-4.0, hi=4.0):
-    return rng.uniform(lo, hi, size=shape).astype(dtype)
-
-
-def make(shape, dtypes=(F32,) * 4, w_shape=None, pw_shape=None, seed=0, x_range=8.0):
-    """(x, t, w, pw) with dtypes for (x, t, w, pw)."""
-    rng = np.random.default_rng(seed)
-    x = rand(shape, dtypes[0], rng, -x_range, x_range)
-    t = rand(shape, dtypes[1], rng, 0, 1)
-    w = None if w_shape is None else rand(w_shape, dtypes[2], rng, 0, 2)
-    pw = None if pw_shape is None else rand(pw_shape, dtypes[3], rng, 0.2, 4)
-    return x, t, w, pw
 
 
 # ---- accuracy ----------------------------------------------------------------------------------
@@ -102,11 +89,6 @@ def test_mean_and_sum_out_shapes():
         for shape in [(2,), (1, 1), (3, 50)]:
             with pytest.raises(ValueError, match=rf"out shape must be \[\] or \[1\] for reduction {red}"):
                 bce(x, t, w, pw, red, out=np.empty(shape, F32))
-
-
-SELF_SHAPE = (3, 4, 5)
-BROADCAST_SHAPES = [(), (1,), (5,), (1, 5), (4, 1), (4, 5), (3, 1, 1), (3, 4, 1), (3, 1, 5), (1, 4, 5), (1, 1, 1),
-                    (3, 4, 5)]
 
 
 @pytest.mark.parametrize("operand", ["weight", "pos_weight"])
@@ -207,13 +189,8 @@ def test_misaligned_and_in_place(isa):
 
 def test_streaming_store_sizes():
     # Large enough that the output bypasses the caches (numel * bytes > L3 / 2 of this machine).
-    n = _core.platform()["l3_bytes"] // 32 + 4099
-    rng = np.random.default_rng(1)
-    x = rand((n,), F32, rng, -10, 10)
-    t = rng.integers(0, 2, size=n).astype(F32)
-    w = rand((n,), F32, rng, 0, 2)
-    pw = rand((n,), F32, rng, 0.5, 2)
-    out = np.empty(n + 1, F32)[1:]   # misaligned start
+    x, t, w, pw = streaming_operands(_core.platform()["l3_bytes"])
+    out = np.empty(x.size + 1, F32)[1:]   # misaligned start
     bce(x, t, w, pw, "none", out=out)
     check(out, x, t, w, pw, "none")
     check(bce(x, t, w, pw, "sum"), x, t, w, pw, "sum")
@@ -223,11 +200,7 @@ def test_streaming_store_sizes():
 def test_extreme_logits(isa, dtype):
     # Finite logits of any size give finite losses with full relative precision: no term cancels
     # (t = 0 at x = -30 is exp(-30), where (1 - t) * x + softplus(-x) would give 0).
-    xs = np.array(EXTREME_X, np.float32)
-    if dtype == BF16:
-        xs = xs[np.abs(xs) < 3e38]
-    x = np.repeat(xs, 3).astype(dtype)
-    t = np.tile(np.array([0.0, 1.0, 0.5]), len(xs)).astype(dtype)
+    x, t = extreme_logits(dtype)
     for pw in (None, np.array([3.0], dtype)):
         r = bce(x, t, None, pw, "none")
         value, _ = bce_forward_ref(x, t, None, pw, "none")
@@ -304,12 +277,6 @@ def test_isas_agree():
 
 
 # ---- Python errors ----------------------------------------------------------------------------
-
-def raises(exc, match, fn, *args, **kw):
-    with pytest.raises(exc, match=match) as info:
-        fn(*args, **kw)
-    return info.value
-
 
 def test_python_errors():
     x, t, w, pw = make((4, 6), w_shape=(6,), pw_shape=(6,))

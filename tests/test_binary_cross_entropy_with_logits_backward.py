@@ -8,28 +8,15 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import ACLNN_ERR_PARAM_INVALID
+from bce_cases import (BROADCAST_SHAPES, DTYPES, SELF_SHAPE, TORCH_CASES, extreme_logits, rand, raises,
+                       streaming_operands)
+from bce_cases import make_backward as make
 from reference.bce import BF16, F16, F32, REDUCTIONS
 from reference.bce import assert_bce_close as check
 from tilegrad import _core
 
 OP = "aclnnBinaryCrossEntropyWithLogitsBackward"
 bce = tg.binary_cross_entropy_with_logits_backward
-DTYPES = [F32, F16, BF16]
-
-
-def rand(shape, dtype, rng, lo=-4.0, hi=4.0):
-    return rng.uniform(lo, hi, size=shape).astype(dtype)
-
-
-def make(shape, dtypes=(F32,) * 5, dy_shape=(), w_shape=None, pw_shape=None, seed=0):
-    """(dy, x, t, w, pw) with dtypes for (dy, x, t, w, pw)."""
-    rng = np.random.default_rng(seed)
-    dy = rand(dy_shape, dtypes[0], rng, 0.5, 2.0)
-    x = rand(shape, dtypes[1], rng, -8, 8)
-    t = rand(shape, dtypes[2], rng, 0, 1)
-    w = None if w_shape is None else rand(w_shape, dtypes[3], rng, 0, 2)
-    pw = None if pw_shape is None else rand(pw_shape, dtypes[4], rng, 0.2, 4)
-    return dy, x, t, w, pw
 
 
 # ---- accuracy ----------------------------------------------------------------------------------
@@ -72,11 +59,6 @@ def test_empty(shape):
     assert r.shape == shape and r.dtype == np.float32
     out = np.empty(shape, np.float16)
     assert bce(dy, x, t.astype(np.float16), out=out) is out
-
-
-SELF_SHAPE = (3, 4, 5)
-BROADCAST_SHAPES = [(), (1,), (5,), (1, 5), (4, 1), (4, 5), (3, 1, 1), (3, 4, 1), (3, 1, 5), (1, 4, 5), (1, 1, 1),
-                    (3, 4, 5), (1, 3, 4, 5)[1:]]
 
 
 @pytest.mark.parametrize("operand", ["grad_output", "weight", "pos_weight"])
@@ -172,29 +154,16 @@ def test_misaligned_and_in_place(isa):
 
 def test_streaming_store_sizes():
     # Large enough that the output bypasses the caches (numel * bytes > L3 of this machine).
-    n = _core.platform()["l3_bytes"] // 32 + 4099
-    rng = np.random.default_rng(1)
-    x = rand((n,), F32, rng, -10, 10)
-    t = rng.integers(0, 2, size=n).astype(F32)
-    w = rand((n,), F32, rng, 0, 2)
-    pw = rand((n,), F32, rng, 0.5, 2)
+    x, t, w, pw = streaming_operands(_core.platform()["l3_bytes"])
     dy = np.array(1.0, F32)
-    out = np.empty(n + 1, F32)[1:]   # misaligned start
+    out = np.empty(x.size + 1, F32)[1:]   # misaligned start
     bce(dy, x, t, w, pw, "sum", out=out)
     check(out, dy, x, t, w, pw, "sum")
 
 
-EXTREME_X = [-3.4e38, -1e4, -200.0, -89.0, -30.0, -20.0, -5.0, -1e-3, -0.0, 0.0, 1e-3, 5.0, 20.0, 30.0, 89.0,
-             200.0, 1e4, 3.4e38]
-
-
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 def test_extreme_logits(isa, dtype):
-    xs = np.array(EXTREME_X, np.float32)
-    if dtype == BF16:
-        xs = xs[np.abs(xs) < 3e38]
-    x = np.repeat(xs, 3).astype(dtype)
-    t = np.tile(np.array([0.0, 1.0, 0.5]), len(xs)).astype(dtype)
+    x, t = extreme_logits(dtype)
     dy = np.array(1.0, dtype)
     for pw in (None, np.array([3.0], dtype)):
         for red in ("none", "sum"):
@@ -247,12 +216,6 @@ def test_isas_agree():
 
 
 # ---- Python errors ----------------------------------------------------------------------------
-
-def raises(exc, match, fn, *args, **kw):
-    with pytest.raises(exc, match=match) as info:
-        fn(*args, **kw)
-    return info.value
-
 
 def test_python_errors():
     dy, x, t, w, pw = make((4, 6), w_shape=(6,), pw_shape=(6,))
@@ -312,17 +275,6 @@ def test_python_errors():
 
 
 # ---- torch cross-check --------------------------------------------------------------------------
-
-TORCH_CASES = [
-    # (shape, reduction, weight shape, pos_weight shape)
-    ((6, 37), "mean", None, None),
-    ((6, 37), "sum", (37,), None),
-    ((6, 37), "none", None, (37,)),
-    ((6, 37), "mean", (6, 1), (37,)),
-    ((2, 3, 17), "sum", (3, 1), (2, 3, 17)),
-    ((), "mean", (), ()),
-]
-
 
 @pytest.mark.parametrize("case", TORCH_CASES, ids=str)
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)

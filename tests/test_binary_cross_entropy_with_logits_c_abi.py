@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
-                        get_workspace_size, last_error, launch, lib, run_op)
+                        assert_null_out_pointers_refused, get_workspace_size, last_error, launch, lib, run_op)
+from bce_cases import make_forward as make
 from reference.bce import BF16, F16, F32
 from reference.bce import assert_bce_forward_close as check
-from test_binary_cross_entropy_with_logits import BLOCK, OP, make
+from test_binary_cross_entropy_with_logits import BLOCK, OP
 
 
 def c_args(T, x, t, w, pw, reduction, out):
@@ -98,17 +99,8 @@ def test_c_abi_null_tensors(null_index, name):
 def test_c_abi_null_out_pointers():
     x, t, w, pw = make((2, 3))
     out = np.empty((), F32)
-    fn = getattr(lib, OP + "GetWorkspaceSize")
-    fn.restype = ctypes.c_int32
     with AclTensors() as T:
-        args = [ctypes.c_void_p(a) if isinstance(a, int) else (a if a is not None else ctypes.c_void_p(None))
-                for a in c_args(T, x, t, w, pw, 1, out)]
-        ex = ctypes.c_void_p(None)
-        ws = ctypes.c_uint64(0)
-        assert fn(*args, None, ctypes.byref(ex)) == ACLNN_ERR_PARAM_NULLPTR
-        assert "workspaceSize out-pointer is null" in last_error()
-        assert fn(*args, ctypes.byref(ws), None) == ACLNN_ERR_PARAM_NULLPTR
-        assert "executor out-pointer is null" in last_error()
+        assert_null_out_pointers_refused(OP, c_args(T, x, t, w, pw, 1, out))
 
 
 def test_c_abi_errors():

@@ -3,15 +3,14 @@
 // pos_weight=None, reduction="mean", out=None); reduction is "none"/"mean"/"sum" or the aclnn codes 0/1/2.
 #include <pybind11/pybind11.h>
 
-#include <string>
-
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
-#include "py_args.h"
+#include "py_bce.h"
 #include "py_tensor.h"
-#include "py_tiling.h"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
 
+namespace {
 constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogitsBackward";
+}
 
 void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
   m.def(
@@ -19,34 +18,23 @@ void bind_binary_cross_entropy_with_logits_backward(py::module_& m) {
       [](const py::object& grad_output, const py::object& input, const py::object& target, const py::object& weight,
          const py::object& pos_weight, const py::object& reduction, const py::object& out) {
         const TensorView dy = py_support::view_of(grad_output, "grad_output");
-        const TensorView x = py_support::view_of(input, "input");
-        const TensorView t = py_support::view_of(target, "target");
-        const TensorView w = py_support::optional_view_of(weight, "weight");
-        const TensorView pw = py_support::optional_view_of(pos_weight, "pos_weight");
-        const Reduction red = py_support::reduction_of(kOp, reduction, /*accept_codes=*/true);
-        py::object result =
-            out.is_none()
-                ? py::object(py_support::allocate(binary_cross_entropy_with_logits_backward_output_spec(dy, x, t, w, pw), kOp, "out"))
-                : out;
+        const auto a = py_support::bce_operands_of(kOp, input, target, weight, pos_weight, reduction);
+        py::object result = py_support::given_or_allocated(
+            out,
+            [&] {
+              return binary_cross_entropy_with_logits_backward_output_spec(dy, a.input, a.target, a.weight,
+                                                                           a.pos_weight);
+            },
+            kOp, "out");
         const TensorView dx = py_support::view_of(result, "out", true);
         {
           py::gil_scoped_release release;
-          binary_cross_entropy_with_logits_backward(dy, x, t, w, pw, red, dx);
+          binary_cross_entropy_with_logits_backward(dy, a.input, a.target, a.weight, a.pos_weight, a.reduction, dx);
         }
         return result;
       },
       py::arg("grad_output"), py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
       py::arg("pos_weight") = py::none(), py::arg("reduction") = "mean", py::arg("out") = py::none());
 
-  m.def(
-      "_binary_cross_entropy_with_logits_backward_tiling",
-      [](int64_t numel, int64_t bytes_per_elem, bool out_contiguous, int64_t reduction, int threads, int64_t l1,
-         int64_t l2, int64_t l3, const std::string& isa) {
-        const auto t = ops::bce_backward_tiling(numel, bytes_per_elem, out_contiguous, reduction,
-                                                py_support::platform_from(threads, l1, l2, l3, isa));
-        return py_support::tiling_dict(t);
-      },
-      py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("reduction"),
-      py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,
-      py::arg("l3_bytes") = 32 << 20, py::arg("isa") = "avx512");
+  py_support::def_bce_tiling(m, "_binary_cross_entropy_with_logits_backward_tiling", ops::bce_backward_tiling);
 }

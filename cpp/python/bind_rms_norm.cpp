@@ -32,14 +32,7 @@ void bind_rms_norm(py::module_& m) {
       py::arg("x"), py::arg("gamma"), py::arg("epsilon"), py::arg("out") = py::none(),
       py::arg("rstd_out") = py::none());
 
-  m.def(
-      "_rms_norm_tiling",
-      [](int64_t rows, int64_t cols, int64_t elem_bytes, bool pack_rows, bool y_dense, int threads, int64_t l1,
-         int64_t l2, int64_t l3, const std::string& isa) {
-        return py_support::tiling_dict(ops::rms_norm_tiling(rows, cols, elem_bytes, pack_rows, y_dense,
-                                                            py_support::platform_from(threads, l1, l2, l3, isa)));
-      },
-      py::arg("rows"), py::arg("cols"), py::arg("elem_bytes"), py::arg("pack_rows"), py::arg("y_dense"),
-      py::arg("threads"), py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20,
-      py::arg("l3_bytes") = 32 << 20, py::arg("isa") = "avx512");
+  py_support::def_tiling_hook<int64_t, int64_t, int64_t, bool, bool>(
+      m, "_rms_norm_tiling", ops::rms_norm_tiling, py::arg("rows"), py::arg("cols"), py::arg("elem_bytes"),
+      py::arg("pack_rows"), py::arg("y_dense"));
 }

@@ -27,6 +27,14 @@ py::array allocate(const OutputSpec& spec);
 // its size in bytes (not NumPy's message alone, nor a ValueError for a size beyond int64).
 py::array allocate(const OutputSpec& spec, const char* op, const char* arg);
 
+// The output argument `out` when given, else a new array of spec() (MemoryError as above). spec is
+// called only for None: an output-spec query validates the inputs, a given out is validated by the
+// operator itself.
+template <class SpecFn>
+py::object given_or_allocated(const py::object& out, SpecFn&& spec, const char* op, const char* arg) {
+  return out.is_none() ? py::object(allocate(spec(), op, arg)) : out;
+}
+
 // An optional input: empty TensorView for None.
 TensorView optional_view_of(const py::handle& obj, const char* arg);
 

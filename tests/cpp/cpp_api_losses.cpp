@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "expect.h"
+#include "expect_error.hpp"
 #include "tilegrad/tilegrad.hpp"
 
 namespace {
@@ -19,19 +20,10 @@ using tilegrad::TensorView;
 
 bool close(double got, double want) { return std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(want)); }
 
-// Expects fn() to throw tilegrad::Error 161002 with a message containing `needle`.
+// Expects fn() to throw tilegrad::Error 161002 (invalid argument) with a message containing `needle`.
 template <class Fn>
 void expect_invalid(int line, Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    std::fprintf(stderr, "line %d: FAIL: no tilegrad::Error thrown (want '%s')\n", line, needle.c_str());
-    ++g_failures;
-  } catch (const tilegrad::Error& e) {
-    if (e.code() != 161002 || std::string(e.what()).find(needle) == std::string::npos) {
-      std::fprintf(stderr, "line %d: FAIL: got %d '%s', want 161002 '%s'\n", line, e.code(), e.what(), needle.c_str());
-      ++g_failures;
-    }
-  }
+  expect_error(line, fn, 161002, needle);
 }
 
 double logsumexp(const double* x, int n) {

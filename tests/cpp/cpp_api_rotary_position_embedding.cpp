@@ -8,27 +8,13 @@
 #include <vector>
 
 #include "expect.h"
+#include "expect_error.hpp"
 #include "tilegrad/tilegrad.hpp"
 
 namespace {
 
 using tilegrad::DType;
 using tilegrad::TensorView;
-
-template <class Fn>
-void expect_error(int line, Fn&& fn, int32_t code, const std::string& needle) {
-  try {
-    fn();
-    std::fprintf(stderr, "line %d: FAIL: no tilegrad::Error thrown\n", line);
-    ++g_failures;
-  } catch (const tilegrad::Error& e) {
-    if (e.code() != code || std::string(e.what()).find(needle) == std::string::npos) {
-      std::fprintf(stderr, "line %d: FAIL: got %d '%s', want %d '%s'\n", line, e.code(), e.what(), code,
-                   needle.c_str());
-      ++g_failures;
-    }
-  }
-}
 
 bool close(double got, double want, double scale) { return std::fabs(got - want) <= 4 * 0x1p-24 * scale + 1e-30; }
 

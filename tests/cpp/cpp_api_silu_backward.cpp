@@ -12,6 +12,7 @@
 #include "acl/acl.h"
 #include "aclnnop/aclnn_silu_backward.h"
 #include "expect.h"
+#include "expect_error.hpp"
 #include "tilegrad/tilegrad.hpp"
 
 namespace {
@@ -23,22 +24,6 @@ bool close_silu(float got, double dy, double x) {
   const double want = dy * s * (1.0 + x * (1.0 - s));
   const double scale = std::fabs(dy) * s * (1.0 + std::fabs(x) * (1.0 - s));
   return std::fabs(got - want) <= 6 * 0x1p-23 * scale + 1e-38;
-}
-
-// Expects fn() to throw tilegrad::Error with `code` and a message containing `needle`.
-template <class Fn>
-void expect_error(int line, Fn&& fn, int32_t code, const std::string& needle) {
-  try {
-    fn();
-    std::fprintf(stderr, "line %d: FAIL: no tilegrad::Error thrown\n", line);
-    ++g_failures;
-  } catch (const tilegrad::Error& e) {
-    if (e.code() != code || std::string(e.what()).find(needle) == std::string::npos) {
-      std::fprintf(stderr, "line %d: FAIL: got %d '%s', want %d '%s'\n", line, e.code(), e.what(), code,
-                   needle.c_str());
-      ++g_failures;
-    }
-  }
 }
 
 uint16_t bf16_bits(float f) {  // exact for the values used here (low 16 bits zero)

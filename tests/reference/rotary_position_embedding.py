@@ -35,13 +35,13 @@ float16 / bfloat16 output is within that plus half an ulp of the dtype at the va
 import ml_dtypes
 import numpy as np
 
+from .silu import ulp  # the spacing of a dtype at a value, subnormals included
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 
 U32 = 2.0 ** -24
-_MANT = {F32: 23, F16: 10, BF16: 7}
-_MIN_NORMAL_EXP = {F32: -126, F16: -14, BF16: -126}
 
 
 def _f64(a):
@@ -123,17 +123,6 @@ def rope_grad_f64(dy, cos, sin, x, mode):
     dsin = np.sum(dy * xs, axis=axes, keepdims=True)
     scale = np.sum(np.abs(dy * xc), axis=axes, keepdims=True) + np.sum(np.abs(dy * xs), axis=axes, keepdims=True)
     return dx, (dcos, dsin, scale)
-
-
-def ulp(v, dtype):
-    """Spacing of `dtype` at |v| (float64 array), including the subnormal range."""
-    dtype = np.dtype(dtype)
-    mant, emin = _MANT[dtype], _MIN_NORMAL_EXP[dtype]
-    v = np.abs(np.asarray(v, np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log2(np.where(v > 0, v, 1.0)))
-    e = np.maximum(np.where(np.isfinite(e), e, emin), emin)
-    return np.exp2(e - mant)
 
 
 def assert_rope_close(got, ref, scale, products, what="result"):

@@ -230,6 +230,7 @@ def test_patched_modules_run_on_tilegrad():
 
 
 def graph_node_names(loss):
+    """Names of every node in loss's autograd graph (tilegrad's eager nodes: Tilegrad<Op>Backward)."""
     seen, stack, names = set(), [loss.grad_fn], []
     while stack:
         node = stack.pop()
@@ -316,6 +317,17 @@ def tiny_causal_lm(model_type, seed=0, tie_word_embeddings=False, dtype=torch.fl
     return transformers.AutoModelForCausalLM.from_config(config).to(dtype)
 
 
+def reference_and_patched(model_type, **kwargs):
+    """Two tiny causal LMs with the same weights, in training mode; the second one patched."""
+    reference = tiny_causal_lm(model_type, **kwargs)
+    patched = tiny_causal_lm(model_type, **kwargs)
+    patched.load_state_dict(reference.state_dict())
+    patch(patched)
+    reference.train()
+    patched.train()
+    return reference, patched
+
+
 def hf_forward(model, tokens, labels):
     return model(input_ids=tokens, labels=labels).loss
 
@@ -358,21 +370,13 @@ def test_hf_causal_lm_patch_and_unpatch(model_type):
 @pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
 @pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
 def test_hf_causal_lm_training_gives_torch_losses(model_type):
-    reference = tiny_causal_lm(model_type)
-    patched = tiny_causal_lm(model_type)
-    patched.load_state_dict(reference.state_dict())
-    patch(patched)
-    reference.train()
-    patched.train()
+    reference, patched = reference_and_patched(model_type)
     assert_losses_match(train(patched, forward=hf_forward), train(reference, forward=hf_forward))
 
 
 def test_hf_causal_lm_loss_options_match_transformers():
     """num_items_in_batch (sum / count, as the Trainer passes it) and explicit shift_labels."""
-    reference = tiny_causal_lm("llama")
-    patched = tiny_causal_lm("llama")
-    patched.load_state_dict(reference.state_dict())
-    patch(patched)
+    reference, patched = reference_and_patched("llama")
     tokens, labels = next(batches())
     shifted = torch.roll(labels, -1, dims=1)
     shifted[:, -1] = -100
@@ -411,25 +415,15 @@ def test_deepcopy_of_patched_hf_model_is_patched_on_its_own():
 
 def test_hf_causal_lm_with_tied_embeddings_trains_like_torch():
     """lm_head.weight is embed_tokens.weight: both tilegrad backward paths add into one Parameter."""
-    reference = tiny_causal_lm("llama", tie_word_embeddings=True)
-    patched = tiny_causal_lm("llama", tie_word_embeddings=True)
-    patched.load_state_dict(reference.state_dict())
+    reference, patched = reference_and_patched("llama", tie_word_embeddings=True)
     assert patched.lm_head.weight is patched.model.embed_tokens.weight
-    patch(patched)
-    reference.train()
-    patched.train()
     assert_losses_match(train(patched, forward=hf_forward), train(reference, forward=hf_forward))
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
 def test_hf_causal_lm_bfloat16_loss_and_gradients_match_torch():
     """bfloat16 weights: one step's loss and lm_head gradient agree with the unpatched model to bf16 accuracy."""
-    reference = tiny_causal_lm("llama", dtype=torch.bfloat16)
-    patched = tiny_causal_lm("llama", dtype=torch.bfloat16)
-    patched.load_state_dict(reference.state_dict())
-    patch(patched)
-    reference.train()
-    patched.train()
+    reference, patched = reference_and_patched("llama", dtype=torch.bfloat16)
     tokens, labels = next(batches())
     want, got = hf_forward(reference, tokens, labels), hf_forward(patched, tokens, labels)
     want.backward()
@@ -451,12 +445,7 @@ def test_hf_causal_lm_bfloat16_training_follows_torch(model_type):
     silu(gate) before multiplying by up, tilegrad's silu_mul once; the rotate-half composite rounds
     q * cos and rotate_half(q) * sin before adding them, tilegrad's RoPE once; the fused loss keeps
     the logits in fp32."""
-    reference = tiny_causal_lm(model_type, dtype=torch.bfloat16)
-    patched = tiny_causal_lm(model_type, dtype=torch.bfloat16)
-    patched.load_state_dict(reference.state_dict())
-    patch(patched)
-    reference.train()
-    patched.train()
+    reference, patched = reference_and_patched(model_type, dtype=torch.bfloat16)
     want = train(reference, forward=hf_forward)
     got = train(patched, forward=hf_forward)
     assert len(got) == len(want) == STEPS
@@ -587,12 +576,7 @@ def test_hf_fused_forward_takes_what_the_model_forward_takes(model_type):
     cache comes back from the fused path exactly as from the model's own forward."""
     import inspect
 
-    reference = tiny_causal_lm(model_type)
-    patched = tiny_causal_lm(model_type)
-    patched.load_state_dict(reference.state_dict())
-    patch(patched)
-    reference.train()
-    patched.train()
+    reference, patched = reference_and_patched(model_type)
     tokens, labels = next(batches())
     positions = torch.arange(SEQ).expand(BATCH, SEQ)
     mask = torch.ones(BATCH, SEQ, dtype=torch.long)
@@ -708,19 +692,6 @@ def test_patching_a_supported_causal_lm_says_nothing():
 # transformers: the decoder blocks (RMSNorm, SwiGLU MLP, rotary embedding) on tilegrad
 
 
-def _autograd_node_names(output):
-    """Names of every node in output's autograd graph (tilegrad's eager nodes: Tilegrad<Op>Backward)."""
-    names, stack, seen = set(), [output.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.add(type(node).__name__ if not hasattr(node, "name") else node.name())
-        stack.extend(next_node for next_node, _ in node.next_functions)
-    return names
-
-
 def _decoder_class_counts(model, prefix):
     kinds = ("RMSNorm", "MLP", "Attention")
     return {kind: sum(type(m).__name__ == prefix + kind for m in model.modules()) for kind in kinds}
@@ -745,7 +716,7 @@ def test_hf_decoder_blocks_run_on_tilegrad_and_unpatch_restores_them(model_type)
     tokens, labels = next(batches())
     model.train()
     out = model(input_ids=tokens, labels=labels)
-    nodes = _autograd_node_names(out.loss)
+    nodes = set(graph_node_names(out.loss))
     assert {"TilegradRmsNormBackward", "TilegradSiluMulBackward", "TilegradRopeBackward"} <= nodes, nodes
     assert out.logits is None
 

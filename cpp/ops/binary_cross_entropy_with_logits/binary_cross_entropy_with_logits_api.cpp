@@ -1,5 +1,5 @@
-// aclnnBinaryCrossEntropyWithLogits: validation (README.md in this folder), launch, native C++ API
-// and C ABI.
+// aclnnBinaryCrossEntropyWithLogits: launch, native C++ API and C ABI; the validation (README.md in
+// this folder) is the family's, ../binary_cross_entropy_with_logits_backward/bce_checks.h.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits.h"
-#include "core/acl_tensor.h"
 #include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
@@ -23,79 +22,14 @@
 #include "core/vec1.h"
 #include "ops/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_kernel.h"
 #include "ops/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_tiling.h"
+#include "ops/binary_cross_entropy_with_logits_backward/bce_checks.h"
+#include "ops/binary_cross_entropy_with_logits_backward/bce_operand.h"
 #include "tilegrad/binary_cross_entropy_with_logits.hpp"
 
 namespace tilegrad::ops {
 namespace {
 
 constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogits";
-constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-
-// The tensors of one call; weight / pos_weight / out are null when absent (out: output-spec query).
-struct BceForwardArgs {
-  const TensorView& self;
-  const TensorView& target;
-  const TensorView* weight;
-  const TensorView* pos_weight;
-  const TensorView* out;
-};
-
-void require_broadcasts_to_self(const char* arg, const TensorView& t, const TensorView& self) {
-  core::check(core::broadcasts_to(t.shape, self.shape), kOp, ": ", arg, " shape ", shape_str(t.shape),
-              " does not broadcast to self shape ", shape_str(self.shape));
-}
-
-// out's shape: self's for none; one element, shape [] or [1], for mean and sum (the vendor documents
-// [1]; PyTorch returns a 0-d tensor). Unknown while the reduction is invalid (reported after shapes).
-void require_out_shape(const TensorView& out, const TensorView& self, const core::ReductionArg& reduction) {
-  if (!reduction.valid()) return;
-  if (reduction.value == Reduction::kNone) return core::require_shape(kOp, "out", out, self.shape, "self shape");
-  const bool scalar = out.rank() == 0 || (out.rank() == 1 && out.shape[0] == 1);
-  core::check(scalar, kOp, ": out shape must be [] or [1] for reduction ", core::reduction_name(reduction.value),
-              ", got ", shape_str(out.shape));
-}
-
-// Order of SEMANTICS section 0: dtypes -> ranks -> shapes -> reduction -> overlaps (nulls are the C
-// ABI's, before this). out is skipped when a.out is null.
-void validate(const BceForwardArgs& a, const core::ReductionArg& reduction) {
-  struct Named {
-    const char* name;
-    const TensorView* t;
-  };
-  const Named inputs[] = {{"self", &a.self}, {"target", &a.target}, {"weightOptional", a.weight},
-                          {"posWeightOptional", a.pos_weight}};
-  for (const Named& n : inputs)
-    if (n.t) core::require_well_formed(kOp, n.name, *n.t);
-  if (a.out) core::require_well_formed(kOp, "out", *a.out);
-
-  for (const Named& n : inputs)
-    if (n.t) core::require_dtype(kOp, n.name, *n.t, kFloatTypes);
-  if (a.out) {
-    core::require_dtype(kOp, "out", *a.out, kFloatTypes);
-    core::check(a.out->dtype == a.target.dtype, kOp, ": out dtype ", dtype_name(a.out->dtype), " != target dtype ",
-                dtype_name(a.target.dtype), " (out must have target's dtype)");
-  }
-
-  for (const Named& n : inputs)
-    if (n.t) core::require_rank_at_most(kOp, n.name, *n.t);
-  if (a.out) core::require_rank_at_most(kOp, "out", *a.out);
-
-  core::require_shape(kOp, "target", a.target, a.self.shape, "self shape");
-  if (a.out) require_out_shape(*a.out, a.self, reduction);
-  if (a.weight) require_broadcasts_to_self("weightOptional", *a.weight, a.self);
-  if (a.pos_weight) require_broadcasts_to_self("posWeightOptional", *a.pos_weight, a.self);
-
-  core::require_valid(kOp, reduction);
-
-  if (a.out) {
-    core::require_no_self_overlap(kOp, "out", *a.out);
-    for (const Named& n : inputs)
-      if (n.t) core::require_no_partial_overlap(kOp, "out", *a.out, n.name, *n.t, true);
-  }
-}
-
-// The single element of a one-element fp32/fp16/bf16 view, widened to fp32.
-float read_one(const TensorView& t) { return static_cast<float>(core::load_float_element(t.dtype, t.data)); }
 
 // A dense view with self's shape whose strides follow self's memory order (largest |stride| first):
 // in mean / sum it stands in for the output in the elementwise layout, so the elements are walked in
@@ -136,17 +70,15 @@ class BceForwardLaunch final : public core::Launch {
   BceForwardLaunch(const TensorView& x, const TensorView& t, const TensorView* w, const TensorView* pw,
                    const core::ReductionArg& reduction, const TensorView& out)
       : out_(out), w_(w ? *w : TensorView{}), pw_(pw ? *pw : TensorView{}) {
-    validate({x, t, w, pw, &out}, reduction);
+    bce_validate(kOp, {nullptr, x, t, w, pw, &out}, &reduction, BceOutShape::kByReduction);
     const int64_t numel = x.numel();
     const bool reduce = reduction.value != Reduction::kNone;
     // Operands broadcast from one element are read once per launch and folded into constants.
-    const auto one_element = [&](const TensorView* v) { return v && v->numel() == 1 && numel > 1; };
     variant_.reduce = reduce;
     variant_.out = out.dtype;
-    variant_.weight_vector = w && !one_element(w);
-    weight_scalar_ = one_element(w);
-    variant_.pos_weight = !pw ? BceForwardPosWeight::kAbsent
-                              : one_element(pw) ? BceForwardPosWeight::kScalar : BceForwardPosWeight::kVector;
+    weight_scalar_ = bce_operand(w, numel) == BceOperand::kScalar;
+    variant_.weight_vector = bce_operand(w, numel) == BceOperand::kVector;
+    variant_.pos_weight = bce_operand(pw, numel);
 
     const TensorView walk = reduce ? walk_order_of(x) : TensorView{};
     const TensorView* ops[core::kMaxOperands] = {reduce ? &walk : &out, &x, &t};
@@ -157,7 +89,7 @@ class BceForwardLaunch final : public core::Launch {
       if (v->numel() == numel) bytes += dtype_size(v->dtype);  // broadcast operands stay in cache
     };
     if (variant_.weight_vector) add(w);
-    if (variant_.pos_weight == BceForwardPosWeight::kVector) add(pw);
+    if (variant_.pos_weight == BceOperand::kVector) add(pw);
     variant_.inputs_dtype = x.dtype;
     for (int k = 1; k < nops; ++k) {
       params_.inputs[k - 1] = ops[k]->dtype;
@@ -176,8 +108,8 @@ class BceForwardLaunch final : public core::Launch {
   void run(void* workspace) override {
     // One-element operands are read at launch time (the C ABI may fill the tensors after phase 1).
     BceForwardParams p = params_;
-    if (weight_scalar_) p.factor = read_one(w_);
-    if (variant_.pos_weight == BceForwardPosWeight::kScalar) p.pos_weight = read_one(pw_);
+    if (weight_scalar_) p.factor = bce_read_one(w_);
+    if (variant_.pos_weight == BceOperand::kScalar) p.pos_weight = bce_read_one(pw_);
     if (tiling_.reduction == 0) {
       if (tiling_.tiles.num_tiles == 0) return;
       core::run_elementwise(layout_, tiling_.tiles,
@@ -220,8 +152,6 @@ class BceForwardLaunch final : public core::Launch {
   BceForwardSpanFn kernel_ = nullptr;
 };
 
-const TensorView* optional(const TensorView& t) { return core::present(t) ? &t : nullptr; }
-
 }  // namespace
 }  // namespace tilegrad::ops
 
@@ -231,14 +161,15 @@ OutputSpec binary_cross_entropy_with_logits_output_spec(const TensorView& self, 
                                                         const TensorView& weight, const TensorView& pos_weight,
                                                         Reduction reduction) {
   const core::ReductionArg r = core::reduction_arg(reduction);
-  ops::validate({self, target, ops::optional(weight), ops::optional(pos_weight), nullptr}, r);
+  ops::bce_validate(ops::kOp, {nullptr, self, target, ops::bce_optional(weight), ops::bce_optional(pos_weight), nullptr},
+                    &r, ops::BceOutShape::kByReduction);
   if (reduction == Reduction::kNone) return {target.dtype, self.shape};
   return {target.dtype, {}};
 }
 
 void binary_cross_entropy_with_logits(const TensorView& self, const TensorView& target, const TensorView& weight,
                                       const TensorView& pos_weight, Reduction reduction, const TensorView& out) {
-  ops::BceForwardLaunch launch(self, target, ops::optional(weight), ops::optional(pos_weight),
+  ops::BceForwardLaunch launch(self, target, ops::bce_optional(weight), ops::bce_optional(pos_weight),
                                core::reduction_arg(reduction), out);
   core::run_now_named(ops::kOp, launch);
 }
@@ -253,16 +184,10 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
   return core::create_rebindable_executor(
       ops::kOp, {{"self", "target", "weightOptional", "posWeightOptional"}, {"out"}}, workspaceSize, executor, [=] {
         const core::ReductionArg r = core::reduction_from_code(reduction);
-        core::require_not_null(ops::kOp, "self", self);
-        core::require_not_null(ops::kOp, "target", target);
-        core::require_not_null(ops::kOp, "out", out);
-        const TensorView x = core::view_of(ops::kOp, "self", self);
-        const TensorView t = core::view_of(ops::kOp, "target", target);
-        const TensorView w = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
-        const TensorView pw = core::optional_view_of(ops::kOp, "posWeightOptional", posWeightOptional);
-        const TensorView o = core::view_of(ops::kOp, "out", out);
-        return std::make_unique<ops::BceForwardLaunch>(x, t, weightOptional ? &w : nullptr,
-                                                       posWeightOptional ? &pw : nullptr, r, o);
+        const ops::BceAclViews v = ops::bce_views_of(
+            ops::kOp, {nullptr, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/false);
+        return std::make_unique<ops::BceForwardLaunch>(v.self, v.target, v.weight_or_null(), v.pos_weight_or_null(),
+                                                       r, v.out);
       });
 }
 

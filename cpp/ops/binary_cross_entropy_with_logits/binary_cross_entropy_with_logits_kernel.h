@@ -6,16 +6,10 @@
 #include <cstdint>
 
 #include "core/dispatch.h"
+#include "ops/binary_cross_entropy_with_logits_backward/bce_operand.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops {
-
-// How pos_weight reaches the kernel.
-enum class BceForwardPosWeight : int {
-  kAbsent = 0,  // not given: log_weight = 1
-  kScalar = 1,  // one element broadcast everywhere: read once, passed as a float
-  kVector = 2,  // a pointer in the span's ptrs
-};
 
 // What a span function is specialised for. Vector operands appear in ptrs in this order:
 // out (unused when reduce), self, target, [weight], [posWeight]. inputs_dtype is the dtype every
@@ -26,7 +20,7 @@ struct BceForwardVariant {
   DType out = DType::kFloat32;        // the output's dtype (none only)
   DType inputs_dtype = DType::kFloat32;
   bool weight_vector = false;         // false: weight absent or one element (folded into factor)
-  BceForwardPosWeight pos_weight = BceForwardPosWeight::kAbsent;
+  BceOperand pos_weight = BceOperand::kAbsent;  // kAbsent: log_weight = 1
 };
 
 // Per-launch constants: factor = the one-element weight (1 when absent or a vector); pos_weight =

@@ -1,10 +1,9 @@
-// aclnnBinaryCrossEntropyWithLogitsBackward: validation (SEMANTICS section 2), launch, native C++
-// API and C ABI.
+// aclnnBinaryCrossEntropyWithLogitsBackward: launch, native C++ API and C ABI; the validation
+// (SEMANTICS section 2) is the family's, bce_checks.h.
 #include <memory>
 #include <vector>
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
-#include "core/acl_tensor.h"
 #include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
@@ -13,6 +12,8 @@
 #include "core/executor.h"
 #include "core/reduction.h"
 #include "core/tensor.h"
+#include "ops/binary_cross_entropy_with_logits_backward/bce_checks.h"
+#include "ops/binary_cross_entropy_with_logits_backward/bce_operand.h"
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_kernel.h"
 #include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_tiling.h"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
@@ -21,85 +22,22 @@ namespace tilegrad::ops {
 namespace {
 
 constexpr const char* kOp = "aclnnBinaryCrossEntropyWithLogitsBackward";
-constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-
-// The tensors of one call; weight / pos_weight / out are null when absent (out: output-spec query).
-struct BceArgs {
-  const TensorView& grad_output;
-  const TensorView& self;
-  const TensorView& target;
-  const TensorView* weight;
-  const TensorView* pos_weight;
-  const TensorView* out;
-};
-
-void require_broadcasts_to_self(const char* arg, const TensorView& t, const TensorView& self) {
-  core::check(core::broadcasts_to(t.shape, self.shape), kOp, ": ", arg, " shape ", shape_str(t.shape),
-              " does not broadcast to self shape ", shape_str(self.shape));
-}
-
-// SEMANTICS order: dtypes -> ranks -> shapes -> reduction -> overlaps. Inputs only when a.out is null,
-// the reduction only when given.
-void validate(const BceArgs& a, const core::ReductionArg* reduction) {
-  struct Named {
-    const char* name;
-    const TensorView* t;
-  };
-  const Named inputs[] = {{"gradOutput", &a.grad_output}, {"self", &a.self}, {"target", &a.target},
-                          {"weightOptional", a.weight},  {"posWeightOptional", a.pos_weight}};
-  for (const Named& n : inputs)
-    if (n.t) core::require_well_formed(kOp, n.name, *n.t);
-  if (a.out) core::require_well_formed(kOp, "out", *a.out);
-
-  for (const Named& n : inputs)
-    if (n.t) core::require_dtype(kOp, n.name, *n.t, kFloatTypes);
-  if (a.out) {
-    core::require_dtype(kOp, "out", *a.out, kFloatTypes);
-    core::check(a.out->dtype == a.target.dtype, kOp, ": out dtype ", dtype_name(a.out->dtype), " != target dtype ",
-                dtype_name(a.target.dtype), " (out must have target's dtype)");
-  }
-
-  for (const Named& n : inputs)
-    if (n.t) core::require_rank_at_most(kOp, n.name, *n.t);
-  if (a.out) core::require_rank_at_most(kOp, "out", *a.out);
-
-  core::require_shape(kOp, "target", a.target, a.self.shape, "self shape");
-  if (a.out) core::require_shape(kOp, "out", *a.out, a.self.shape, "self shape");
-  require_broadcasts_to_self("gradOutput", a.grad_output, a.self);
-  if (a.weight) require_broadcasts_to_self("weightOptional", *a.weight, a.self);
-  if (a.pos_weight) require_broadcasts_to_self("posWeightOptional", *a.pos_weight, a.self);
-
-  if (reduction) core::require_valid(kOp, *reduction);
-
-  if (a.out) {
-    core::require_no_self_overlap(kOp, "out", *a.out);
-    for (const Named& n : inputs)
-      if (n.t) core::require_no_partial_overlap(kOp, "out", *a.out, n.name, *n.t, true);
-  }
-}
-
-// The single element of a one-element fp32/fp16/bf16 view, widened to fp32.
-float read_one(const TensorView& t) { return static_cast<float>(core::load_float_element(t.dtype, t.data)); }
 
 class BceBackwardLaunch final : public core::Launch {
  public:
   BceBackwardLaunch(const TensorView& dy, const TensorView& x, const TensorView& t, const TensorView* w,
                     const TensorView* pw, const core::ReductionArg& reduction, const TensorView& out)
       : dy_(dy), w_(w ? *w : TensorView{}), pw_(pw ? *pw : TensorView{}) {
-    validate({dy, x, t, w, pw, &out}, &reduction);
+    bce_validate(kOp, {&dy, x, t, w, pw, &out}, &reduction, BceOutShape::kSelf);
     const int64_t numel = x.numel();
     // Operands broadcast from one element are read once per launch and folded into constants;
     // the others join the broadcast layout in the order the kernel expects.
-    auto mode = [&](const TensorView* v) {
-      if (!v) return BceOperand::kAbsent;
-      return v->numel() == 1 && numel > 1 ? BceOperand::kScalar : BceOperand::kVector;
-    };
     variant_.out = out.dtype;
     variant_.self = x.dtype;
     variant_.target = t.dtype;
-    variant_.grad_output = mode(&dy);
-    variant_.weight = mode(w);
-    variant_.pos_weight = mode(pw);
+    variant_.grad_output = bce_operand(&dy, numel);
+    variant_.weight = bce_operand(w, numel);
+    variant_.pos_weight = bce_operand(pw, numel);
     variant_.grad_output_dtype = dy.dtype;
     if (w) variant_.weight_dtype = w->dtype;
     if (pw) variant_.pos_weight_dtype = pw->dtype;
@@ -132,10 +70,10 @@ class BceBackwardLaunch final : public core::Launch {
     // Scalars are read at launch time (the C ABI may fill the tensors after phase 1).
     BceSpanParams p = params_;
     float factor = 1.0f;
-    if (variant_.grad_output == BceOperand::kScalar) factor *= read_one(dy_);
-    if (variant_.weight == BceOperand::kScalar) factor *= read_one(w_);
+    if (variant_.grad_output == BceOperand::kScalar) factor *= bce_read_one(dy_);
+    if (variant_.weight == BceOperand::kScalar) factor *= bce_read_one(w_);
     p.factor = factor * tiling_.scale;
-    if (variant_.pos_weight == BceOperand::kScalar) p.pos_weight = read_one(pw_);
+    if (variant_.pos_weight == BceOperand::kScalar) p.pos_weight = bce_read_one(pw_);
     core::run_elementwise(layout_, t, [&](char* const* ptrs, int64_t n, bool stream) { kernel_(p, ptrs, n, stream); });
   }
 
@@ -148,8 +86,6 @@ class BceBackwardLaunch final : public core::Launch {
   BceSpanFn kernel_ = nullptr;
 };
 
-const TensorView* optional(const TensorView& t) { return core::present(t) ? &t : nullptr; }
-
 }  // namespace
 }  // namespace tilegrad::ops
 
@@ -159,7 +95,9 @@ OutputSpec binary_cross_entropy_with_logits_backward_output_spec(const TensorVie
                                                                  const TensorView& self, const TensorView& target,
                                                                  const TensorView& weight,
                                                                  const TensorView& pos_weight) {
-  ops::validate({grad_output, self, target, ops::optional(weight), ops::optional(pos_weight), nullptr}, nullptr);
+  ops::bce_validate(ops::kOp,
+                    {&grad_output, self, target, ops::bce_optional(weight), ops::bce_optional(pos_weight), nullptr},
+                    nullptr, ops::BceOutShape::kSelf);
   return {target.dtype, self.shape};
 }
 
@@ -167,7 +105,7 @@ void binary_cross_entropy_with_logits_backward(const TensorView& grad_output, co
                                                const TensorView& target, const TensorView& weight,
                                                const TensorView& pos_weight, Reduction reduction,
                                                const TensorView& out) {
-  ops::BceBackwardLaunch launch(grad_output, self, target, ops::optional(weight), ops::optional(pos_weight),
+  ops::BceBackwardLaunch launch(grad_output, self, target, ops::bce_optional(weight), ops::bce_optional(pos_weight),
                                 core::reduction_arg(reduction), out);
   core::run_now_named(ops::kOp, launch);
 }
@@ -183,18 +121,10 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize
   return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self", "target", "weightOptional", "posWeightOptional"}, {"out"}},
                                          workspaceSize, executor, [=] {
     const core::ReductionArg r = core::reduction_from_code(reduction);
-    core::require_not_null(ops::kOp, "gradOutput", gradOutput);
-    core::require_not_null(ops::kOp, "self", self);
-    core::require_not_null(ops::kOp, "target", target);
-    core::require_not_null(ops::kOp, "out", out);
-    const TensorView dy = core::view_of(ops::kOp, "gradOutput", gradOutput);
-    const TensorView x = core::view_of(ops::kOp, "self", self);
-    const TensorView t = core::view_of(ops::kOp, "target", target);
-    const TensorView w = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
-    const TensorView pw = core::optional_view_of(ops::kOp, "posWeightOptional", posWeightOptional);
-    const TensorView o = core::view_of(ops::kOp, "out", out);
-    return std::make_unique<ops::BceBackwardLaunch>(dy, x, t, weightOptional ? &w : nullptr,
-                                                    posWeightOptional ? &pw : nullptr, r, o);
+    const ops::BceAclViews v = ops::bce_views_of(
+        ops::kOp, {gradOutput, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/true);
+    return std::make_unique<ops::BceBackwardLaunch>(v.grad_output, v.self, v.target, v.weight_or_null(),
+                                                    v.pos_weight_or_null(), r, v.out);
   });
 }
 

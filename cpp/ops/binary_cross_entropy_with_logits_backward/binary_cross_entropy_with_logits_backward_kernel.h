@@ -5,16 +5,10 @@
 #include <cstdint>
 
 #include "core/dispatch.h"
+#include "ops/binary_cross_entropy_with_logits_backward/bce_operand.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops {
-
-// How an optional or broadcast operand reaches the kernel.
-enum class BceOperand : int {
-  kAbsent = 0,  // not given: all ones
-  kScalar = 1,  // one element broadcast everywhere: read once, passed as a float
-  kVector = 2,  // a pointer in the span's ptrs
-};
 
 // What a span function is specialised for. Vector operands appear in ptrs in this order:
 // out, self, target, [gradOutput], [weight], [posWeight].

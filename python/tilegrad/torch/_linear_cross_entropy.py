@@ -28,6 +28,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from .. import _fused_linear_cross_entropy as _flce
+from ._eager import recompute_grads
 from ._tensor import as_numpy, from_numpy, optional_numpy
 from ._threads import sync_threads
 
@@ -101,13 +102,10 @@ def composite_grads(grad_loss: Tensor, input: Tensor, weight: Tensor, target: Te
     """[d input, d weight, d bias] of the composite with ``create_graph=True`` (a backward run under
     grad mode; None for a tensor that needs no gradient): the saved tensors carry their history, so
     the result is differentiable again."""
-    inputs = (input, weight, bias)
-    wanted = [t is not None and t.requires_grad for t in inputs]
-    with torch.enable_grad():
-        loss = composite(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction)
-        found = iter(torch.autograd.grad(loss, [t for t, need in zip(inputs, wanted) if need],
-                                         grad_loss.to(loss.dtype), create_graph=True, allow_unused=True))
-    return [next(found) if need else None for need in wanted]
+    def loss(input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        return composite(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction)
+
+    return recompute_grads(loss, (input, weight, bias), (grad_loss.to(torch.float32),))  # the composite's loss dtype
 
 
 class LinearCrossEntropyFunction(torch.autograd.Function):
