@@ -106,4 +106,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # gloo's static destructors can end a finished rank in std::terminate: leave with os._exit once
+    # the exit handlers have run (the same helper train_lm uses under torchrun)
+    from train_lm_distributed import run_then_exit
+    run_then_exit(lambda: sys.exit(main()))
