@@ -218,6 +218,9 @@ def test_ctrl_c_requests_a_stop_between_steps():
     (["--vocab", "100"], "--vocab must be >= 260"),
     (["--compare", "--baseline"], "--compare runs both paths itself"),
     (["--text", "/nonexistent/file.txt"], "--text must be a readable file, got /nonexistent/file.txt"),
+    (["--filter", "0"], "--filter TAU must be in (0, 1), got 0.0"),
+    (["--filter", "1.5"], "--filter TAU must be in (0, 1), got 1.5"),
+    (["--filter", "--baseline"], "--filter applies to the tilegrad path"),
 ])
 def test_bad_flags_name_the_flag_and_value(argv, message):
     with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -230,3 +233,41 @@ def test_text_too_short_for_the_context_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="too short for --context 64"):
         train_lm.main(["--quick", "--text", str(short), "--cache-dir", str(tmp_path / "cache"),
                        "--out", str(tmp_path / "out")])
+
+
+def test_filter_trains_within_the_bound_and_logs_the_skipped_blocks(compare_run, tmp_path, monkeypatch):
+    """--filter TAU: the LM head's gradients are filtered within the bound (every skip it allows:
+    TILEGRAD_FLCE_FILTER_MIN_SKIP=0), each step's log record carries the skipped shares and the
+    largest dropped fraction (<= TAU), the loss of the first step is the exact run's (the forward is
+    never filtered) and the run stays close to it; the by-step table renders. The model is wide
+    enough (--dim 256) for the LM head to take tilegrad's fused kernel, not the small-size composite."""
+    _, cache, _ = compare_run
+    monkeypatch.setenv("TILEGRAD_FLCE_FILTER_MIN_SKIP", "0")
+    tau = 0.6  # (vocabulary 512: four 128-column blocks, each about a quarter of a row's bound sum)
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--dim", "256", "--steps", "6",
+              "--eval-interval", "3"]
+    exact = train_lm.main(common + ["--out", str(tmp_path / "exact")])
+    filtered = train_lm.main(common + ["--out", str(tmp_path / "filtered"), "--filter", str(tau)])
+    assert filtered["path"] == "filtered" and filtered["filter_tolerance"] == tau
+    assert exact["filter_tolerance"] is None and exact["mean_input_skipped"] is None
+    steps = [r for r in train_lm.read_log(tmp_path / "filtered" / train_lm.LOG) if "train_loss" in r]
+    assert len(steps) == 6
+    for r in steps:
+        assert 0.0 <= r["weight_skipped"] <= 1.0 and 0.0 <= r["max_row_dropped"] <= tau
+    assert max(r["input_skipped"] for r in steps) > 0.0  # near-uniform early softmax: blocks to drop
+    assert filtered["mean_input_skipped"] == pytest.approx(sum(r["input_skipped"] for r in steps) / 6)
+    exact_losses = records(tmp_path / "exact" / train_lm.LOG, "train_loss")
+    filtered_losses = records(tmp_path / "filtered" / train_lm.LOG, "train_loss")
+    assert filtered_losses[0] == exact_losses[0]
+    assert [v for _, v in filtered_losses] == pytest.approx([v for _, v in exact_losses], rel=0.05)
+    table = train_lm.filtering_table(train_lm.read_log(tmp_path / "filtered" / train_lm.LOG), rows=3)
+    assert table.count("\n") == 4 and "| 1-2 |" in table and "| 5-6 |" in table
+
+
+def test_compare_with_filter_pairs_filtered_with_exact_tilegrad():
+    args = train_lm.parse_args(["--quick", "--compare", "--filter"])
+    assert args.filter == train_lm.FILTER_TAU == 2.0 ** -8
+    assert train_lm.compared_paths(args) == ("filtered", "tilegrad")
+    assert train_lm.child_command(args, "filtered")[-2:] == ["--filter", repr(2.0 ** -8)]
+    assert "--filter" not in train_lm.child_command(args, "tilegrad")
+    assert train_lm.compared_paths(train_lm.parse_args(["--quick", "--compare"])) == train_lm.PATHS
