@@ -174,13 +174,20 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
   // d[r][cb]: row r's part of S over column block cb; e[rb][j]: column j's part of T over row block rb
   std::vector<float> d(rows * cbs), e(rbs * cols, 0.0f), s(rows, 0.0f), t(cols, 0.0f);
   const char* gp = static_cast<const char*>(g.data);
+  // Column tiles of kBoundTileCols inside each row block, so that the tile's column norms and T
+  // parts stay in L1 over the block's 64 rows (same sums, same order as whole rows).
+  constexpr int64_t kBoundTileCols = 16 * kFilterCols;
   for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
-    for (int64_t rb = rb0; rb < rb1; ++rb)
-      for (int64_t r = rb * kFilterRows; r < std::min(rows, (rb + 1) * kFilterRows); ++r) {
-        k->bound_sums(gp + r * g.row_stride * es, g.dtype, cols, kFilterCols, fb.weight_norms + v0,
-                      fb.input_norms[b0 + r], &d[r * cbs], &e[rb * cols]);
+    for (int64_t rb = rb0; rb < rb1; ++rb) {
+      const int64_t r0 = rb * kFilterRows, r1 = std::min(rows, r0 + kFilterRows);
+      for (int64_t c0 = 0; c0 < cols; c0 += kBoundTileCols)
+        for (int64_t r = r0; r < r1; ++r)
+          k->bound_sums(gp + (r * g.row_stride + c0) * es, g.dtype, std::min(kBoundTileCols, cols - c0), kFilterCols,
+                        fb.weight_norms + v0 + c0, fb.input_norms[b0 + r], &d[r * cbs + c0 / kFilterCols],
+                        &e[rb * cols + c0]);
+      for (int64_t r = r0; r < r1; ++r)
         for (int64_t cb = 0; cb < cbs; ++cb) s[r] += d[r * cbs + cb];
-      }
+    }
   });
   for_row_tiles(cols, threads, [&](int64_t j0, int64_t j1) {
     for (int64_t rb = 0; rb < rbs; ++rb)
