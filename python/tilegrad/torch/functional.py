@@ -311,6 +311,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     ``filter_eps`` / ``filter_tolerance`` (tilegrad extensions; None: exact): gradient filtering as in
     :func:`tilegrad.fused_linear_cross_entropy` (``"auto"``: error-bounded at the dtype's unit
     roundoff, 2**-8 for bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
+    Where torch's function runs (the cases above, tiny problems included) nothing is filtered.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
