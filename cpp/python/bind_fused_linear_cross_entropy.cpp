@@ -24,7 +24,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
          const py::object& reduction_arg, const py::object& bias, const py::object& class_weight, float label_smoothing,
          float lse_square_scale, float softcap, const py::object& grad_output, int64_t memory_budget,
          float filter_eps, float filter_tolerance, bool grad_input_wanted, bool grad_weight_wanted,
-         bool grad_bias_wanted) {
+         bool grad_bias_wanted, bool filter_weight_average) {
         const TensorView x = py_support::view_of(input, "input");
         const TensorView w = py_support::view_of(weight, "weight");
         const TensorView t = py_support::view_of(target, "target");
@@ -63,6 +63,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         int64_t filter_blocks[2] = {0, 0};
         o.filter_blocks = filter_blocks;
         o.filter_tolerance = filter_tolerance;
+        o.filter_weight_average = filter_weight_average;
         FusedLinearCrossEntropyOptions::FilterStats bounded;
         o.filter_stats = &bounded;
         {
@@ -82,7 +83,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       py::arg("label_smoothing") = 0.0f, py::arg("lse_square_scale") = 0.0f, py::arg("softcap") = 0.0f,
       py::arg("grad_output") = py::none(), py::arg("memory_budget") = 0, py::arg("filter_eps") = 0.0f,
       py::arg("filter_tolerance") = 0.0f, py::arg("grad_input_wanted") = true, py::arg("grad_weight_wanted") = true,
-      py::arg("grad_bias_wanted") = true);
+      py::arg("grad_bias_wanted") = true, py::arg("filter_weight_average") = false);
 
   m.def(
       "_flce_fused_tiling",

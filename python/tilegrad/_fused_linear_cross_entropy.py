@@ -114,7 +114,8 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
                                softcap: Optional[float] = None, grad_output=None, filter_eps=None,
                                memory_budget: Optional[int] = None,
                                filter_tolerance: Optional[float] = None, grad_input: bool = True,
-                               grad_weight: bool = True, grad_bias: bool = True) -> Tuple[np.ndarray, ...]:
+                               grad_weight: bool = True, grad_bias: bool = True,
+                               filter_weight_bound: str = "column") -> Tuple[np.ndarray, ...]:
     """Loss and all gradients of ``cross_entropy(linear(input, weight, bias), target)`` in one call.
 
     Same values as ``torch.nn.functional.linear_cross_entropy(input, weight, target, linear_bias=bias,
@@ -167,6 +168,13 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
             at most doubles that bound. The loss and grad_bias stay exact, NaN is never dropped;
             :func:`fused_linear_cross_entropy_filter_stats` gives the blocks skipped and the largest
             dropped fractions.
+        filter_weight_bound: grad_weight's bound under bounded filtering. ``"column"`` (default):
+            ``||grad_weight_j - exact_j|| <= tau * T_j`` per vocabulary column, so a rare token's
+            column (small entries spread over every row) is never dropped and the grad_weight GEMM
+            is practically never filtered. ``"average"``: ``<= tau * (T_j + Tbar)`` with
+            ``Tbar = sum_k T_k / V``, the average column's: columns above the average keep a
+            ``2 * tau`` relative bound, columns far under it (rare tokens) may be dropped whole,
+            so both gradient GEMMs are filtered on concentrated distributions.
         grad_input, grad_weight, grad_bias: False skips that gradient (its GEMM, and for
             ``grad_weight`` the fp32 accumulator of 16-bit weights, so a frozen projection takes the
             three-GEMM plans at a smaller budget); None is returned in its place. All False: the loss
@@ -179,6 +187,7 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
     """
     op = "fused_linear_cross_entropy"
     eps, tol = filter_settings(filter_eps, filter_tolerance, getattr(input, "dtype", None))
+    weight_average = filter_weight_average(filter_weight_bound)
     if softcap is not None and not (check_float(op, "softcap", softcap) > 0.0):
         raise ValueError(f"fused_linear_cross_entropy: softcap must be None or > 0, got {softcap!r}")
     if memory_budget is not None and check_int(op, "memory_budget", memory_budget) <= 0:
@@ -189,7 +198,7 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         check_float(op, "label_smoothing", label_smoothing), check_float(op, "lse_square_scale", lse_square_scale),
         0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps, tol,
         check_bool(op, "grad_input", grad_input), check_bool(op, "grad_weight", grad_weight),
-        check_bool(op, "grad_bias", grad_bias))
+        check_bool(op, "grad_bias", grad_bias), weight_average)
     _last_filter_blocks.value = blocks
     _last_filter_blocks.bounded = dict(bounded, tolerance=tol)
     out = (loss, gi, gw)
@@ -222,6 +231,20 @@ def filter_settings(filter_eps, filter_tolerance, dtype) -> Tuple[float, float]:
         raise ValueError(f"{op}: filter_eps={filter_eps!r} (unbounded) and filter_tolerance={filter_tolerance!r} "
                          "(bounded) exclude each other: set one")
     return eps, tol
+
+
+FILTER_WEIGHT_BOUNDS = ("column", "average")
+
+
+def filter_weight_average(filter_weight_bound) -> bool:
+    """True for ``filter_weight_bound="average"``, False for "column"; anything else is refused."""
+    if not isinstance(filter_weight_bound, str):
+        raise TypeError(f"fused_linear_cross_entropy: filter_weight_bound must be a str, got "
+                        f"{type(filter_weight_bound).__name__}")
+    if filter_weight_bound not in FILTER_WEIGHT_BOUNDS:
+        raise ValueError(f"fused_linear_cross_entropy: filter_weight_bound must be one of {FILTER_WEIGHT_BOUNDS}, "
+                         f"got {filter_weight_bound!r}")
+    return filter_weight_bound == "average"
 
 
 def filter_tolerance_default(dtype) -> float:

@@ -691,3 +691,31 @@ def test_linear_cross_entropy_under_autocast_matches_torch():
         ref = F.linear_cross_entropy(h, w, target)
     assert loss.dtype == ref.dtype == torch.float32
     assert_matches(loss, ref, torch.bfloat16, "loss")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_linear_cross_entropy_bounded_average_is_the_fused_ops_filtering(reduction):
+    """filter_tolerance and filter_weight_bound="average" reach tilegrad.fused_linear_cross_entropy
+    (bound tested against float64 in tests/test_fused_linear_cross_entropy_bound.py), eagerly and
+    through torch.ops.tilegrad (the torch.compile path); a bad filter_weight_bound is refused."""
+    import tilegrad as tg
+    from tilegrad.torch._tensor import as_numpy
+    h, _ = rounded((300, 16), torch.bfloat16)
+    h = h * 0.25
+    w, _ = rounded((3000, 16), torch.bfloat16, seed=8)
+    target = torch.randint(0, 100, (300,), generator=torch.Generator().manual_seed(28))
+    ha, wa = h.detach().requires_grad_(), w.detach().requires_grad_()
+    loss = tgt.linear_cross_entropy(ha, wa, target, reduction=reduction, filter_tolerance=0.3,
+                                    filter_weight_bound="average")
+    loss.backward()
+    ref = tg.fused_linear_cross_entropy(as_numpy(h), as_numpy(w), target.numpy(), reduction=reduction,
+                                        filter_tolerance=0.3, filter_weight_bound="average")
+    assert tg.fused_linear_cross_entropy_filter_stats(detail=True)["weight_skipped"] > 0.0
+    np.testing.assert_array_equal(ha.grad.float().numpy(), ref[1].astype(np.float32))
+    np.testing.assert_array_equal(wa.grad.float().numpy(), ref[2].astype(np.float32))
+    _, gi, gw, _ = torch.ops.tilegrad.linear_cross_entropy(h, w, target, None, None, -100, 0.0,
+                                                           {"mean": 1, "sum": 2}[reduction], 0.0, 0.3, True)
+    np.testing.assert_array_equal(gw.float().numpy(), ref[2].astype(np.float32))
+    np.testing.assert_array_equal(gi.float().numpy(), ref[1].astype(np.float32))
+    with pytest.raises(ValueError, match="filter_weight_bound"):
+        tgt.linear_cross_entropy(ha, wa, target, filter_tolerance=0.3, filter_weight_bound="rows")

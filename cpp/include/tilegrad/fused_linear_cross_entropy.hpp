@@ -82,12 +82,17 @@ struct FusedLinearCrossEntropyOptions {
   // default, 2^-8 for bfloat16) at most doubles that bound. NaN entries are never dropped; the loss
   // and grad_bias stay exact; results stay independent of the thread count. Finite, >= 0; 0: off.
   float filter_tolerance = 0.0f;
+  // grad_weight's bound under filter_tolerance: false (default) per column, tau * T_j; true with an
+  // average floor, tau * (T_j + Tbar), Tbar = sum_k T_k / V: a column far under the average (a rare
+  // token's, whose gradient is small entries spread over all rows) may then be dropped whole, which
+  // the per-column bound never allows; columns above the average keep a 2 tau relative bound.
+  bool filter_weight_average = false;
   struct FilterStats {
     int64_t blocks = 0;                      // 64 x 128 blocks of G
     int64_t input_blocks_run = 0;            // of which the grad_input product ran
     int64_t weight_blocks_run = 0;           // of which the grad_weight product ran
     double max_row_dropped = 0.0;            // max_i (dropped part of S_i) / S_i over the call
-    double max_column_dropped = 0.0;         // max_j (dropped part of T_j) / T_j over the call
+    double max_column_dropped = 0.0;         // max_j (dropped part) / T_j (+ Tbar: filter_weight_average)
   };
   FilterStats* filter_stats = nullptr;       // output with filter_tolerance > 0 (diagnostics); optional
 };

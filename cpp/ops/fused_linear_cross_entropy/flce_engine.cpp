@@ -155,6 +155,16 @@ float row_budget_left(const FlceFilterBound& fb, int64_t first, int64_t last) {
   return float(std::max(0.0, left));
 }
 
+// This G block's part of the average floor of grad_weight's bound (FlceFilterBound::weight_average;
+// 0 without it): the parts of all G blocks sum to Tbar. t: the block's T per column, rows its rows.
+float weight_floor(const FlceFilterBound& fb, const std::vector<float>& t, int64_t rows) {
+  if (!fb.weight_average) return 0.0f;
+  if (fb.weight_mean >= 0.0) return float(fb.weight_mean * double(rows) / double(fb.rows_total));
+  double sum = 0.0;
+  for (float x : t) sum += x;
+  return float(sum / double(fb.vocab));
+}
+
 // Every block of the mask runs when fewer than min_share of them could be skipped (see
 // flce_filter_min_skipped_share: then the per-block GEMMs would cost more than the skips save).
 void run_whole_unless_worth_it(std::vector<uint8_t>& mask, double min_share) {
@@ -194,8 +204,10 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
       for (int64_t j = j0; j < j1; ++j) t[j] += e[rb * cols + j];
   });
   // Each block's share: its largest row share (grad_input) and largest column share (grad_weight),
-  // rows' shares of their whole-vocabulary S_i where the forward gave it, else of this block's part.
+  // rows' shares of their whole-vocabulary S_i where the forward gave it, else of this block's part;
+  // columns' of T_j, plus this block's part of the average floor (weight_average).
   const auto row_sum = [&](int64_t r) { return fb.row_bound ? fb.row_bound[b0 + r] : s[r]; };
+  const float col_floor = weight_floor(fb, t, rows);
   std::vector<float> row_share(rbs * cbs, 0.0f), col_share(rbs * cbs, 0.0f);
   for_row_tiles(rbs, threads, [&](int64_t rb0, int64_t rb1) {
     for (int64_t rb = rb0; rb < rb1; ++rb)
@@ -205,7 +217,7 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
           take_max(rs, share(d[r * cbs + cb], row_sum(r)));
         float& cs = col_share[rb * cbs + cb];
         for (int64_t j = cb * kFilterCols; j < std::min(cols, (cb + 1) * kFilterCols); ++j)
-          take_max(cs, share(e[rb * cols + j], t[j]));
+          take_max(cs, share(e[rb * cols + j], t[j] + col_floor));
       }
   });
   m.input.assign(rbs * cbs, 1);
@@ -234,7 +246,7 @@ BoundedMasks bounded_masks(const FlceKernels* k, const GemmMatrix& g, int64_t b0
     double dropped = 0.0;
     for (int64_t rb = 0; rb < rbs; ++rb)
       if (!m.weight_at(rb, j / kFilterCols)) dropped += e[rb * cols + j];
-    fb.col_total[v0 + j] += t[j];
+    fb.col_total[v0 + j] += t[j] + col_floor;
     fb.col_dropped[v0 + j] += dropped;
   }
   fb.blocks += rbs * cbs;

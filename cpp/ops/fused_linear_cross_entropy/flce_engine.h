@@ -55,6 +55,14 @@ struct FlceFilterBound {
   // what is left of tolerance * S_i. Both null: each G block bounds its own part of the row.
   float* row_exp_norm_sum = nullptr;
   const float* row_bound = nullptr;
+  // grad_weight's bound with an average floor (weight_average): column j may drop up to
+  // tolerance * (T_j + Tbar), Tbar = sum_k T_k / vocab, so a column far under the average (a rare
+  // token's) may go whole. Each G block gets its part of Tbar: its own sum of T / vocab (G blocks
+  // holding every column), or weight_mean * its rows / rows_total when the caller knows Tbar
+  // (weight_mean >= 0: the vocabulary-outer plan, from the forward).
+  bool weight_average = false;
+  int64_t vocab = 0, rows_total = 0;
+  double weight_mean = -1.0;
   int64_t blocks = 0, input_blocks_run = 0, weight_blocks_run = 0;  // added to
 };
 

@@ -218,6 +218,9 @@ void FusedLaunch::start_bound(Bound& b) const {
   b.col_dropped.assign(v, 0.0);
   b.state.tolerance = o_.filter_tolerance;
   b.state.min_skipped_share = flce_filter_min_skipped_share();
+  b.state.weight_average = o_.filter_weight_average;
+  b.state.vocab = v;
+  b.state.rows_total = bt;
   b.state.weight_norms = b.weight_norms.data();
   b.state.input_norms = b.input_norms.data();
   b.state.row_total = b.row_total.data();
@@ -226,24 +229,36 @@ void FusedLaunch::start_bound(Bound& b) const {
   b.state.col_dropped = b.col_dropped.data();
 }
 
-// Each row's S_i = sum_j |G_ij| ||W_j|| over the whole vocabulary, from the forward's
-// A_i = sum_j exp(z_j - max) ||W_j||: with p_j = exp(z_j - max) / sum and no label smoothing or
-// softcap, G_ij = cp p_j - ct [j == t], so S_i = |cp| (A_i / sum - p_t ||W_t||) + |cp p_t - ct| ||W_t||.
-std::vector<float> whole_row_bounds(const std::vector<float>& exp_norm_sum, const std::vector<float>& weight_norms,
-                                    const std::vector<int64_t>& col, const std::vector<float>& sum,
-                                    const std::vector<float>& pred, const std::vector<float>& cp,
-                                    const std::vector<float>& ct) {
-  std::vector<float> s(col.size());
+// sum_j |G_ij| c_j for one row with G_ij = cp p_j - ct [j == t] (no label smoothing or softcap),
+// from weighted = sum_j p_j c_j over the whole vocabulary, p_t and c_t (target < 0: no such term).
+double abs_weighted_row(double weighted, bool has_target, double pt, double ct_weight, float cp, float ct) {
+  if (!has_target) return std::fabs(double(cp)) * weighted;
+  return std::fabs(double(cp)) * std::max(0.0, weighted - pt * ct_weight) + std::fabs(double(cp) * pt - ct) * ct_weight;
+}
+
+// The vocabulary-outer plan's whole-row quantities of the bound, from the forward's statistics
+// (p_j = exp(z_j - max) / sum; pred = z_t - max): each row's S_i = sum_j |G_ij| ||W_j|| (from
+// A_i = sum_j exp(z_j - max) ||W_j||), and Tbar = sum_j T_j / V = sum_i ||x_i|| sum_j |G_ij| / V.
+struct WholeRowBounds {
+  std::vector<float> row_bound;
+  double weight_mean = 0.0;
+};
+WholeRowBounds whole_row_bounds(const std::vector<float>& exp_norm_sum, const std::vector<float>& weight_norms,
+                                const std::vector<float>& input_norms, const std::vector<int64_t>& col,
+                                const std::vector<float>& sum, const std::vector<float>& pred,
+                                const std::vector<float>& cp, const std::vector<float>& ct) {
+  WholeRowBounds b;
+  b.row_bound.resize(col.size());
+  double t_total = 0.0;
   for (size_t i = 0; i < col.size(); ++i) {
-    const double all = double(exp_norm_sum[i]) / double(sum[i]);
-    if (col[i] < 0) {
-      s[i] = float(std::fabs(double(cp[i])) * all);
-      continue;
-    }
-    const double nt = weight_norms[col[i]], pt = std::exp(double(pred[i])) / double(sum[i]);  // pred = z_t - max
-    s[i] = float(std::fabs(double(cp[i])) * std::max(0.0, all - pt * nt) + std::fabs(double(cp[i]) * pt - ct[i]) * nt);
+    const bool has_t = col[i] >= 0;
+    const double pt = has_t ? std::exp(double(pred[i])) / double(sum[i]) : 0.0;
+    const double nt = has_t ? weight_norms[col[i]] : 0.0;
+    b.row_bound[i] = float(abs_weighted_row(double(exp_norm_sum[i]) / double(sum[i]), has_t, pt, nt, cp[i], ct[i]));
+    t_total += double(input_norms[i]) * abs_weighted_row(1.0, has_t, pt, 1.0, cp[i], ct[i]);
   }
-  return s;
+  b.weight_mean = t_total / double(weight_norms.size());
+  return b;
 }
 
 // Largest dropped / total over entries with a positive total (0 when nothing was dropped).
@@ -405,8 +420,11 @@ void FusedLaunch::run(void* workspace) {
     f.row_wsum = nullptr;
     if (whole_rows) {
       bound.state.row_exp_norm_sum = nullptr;
-      bound.row_bound = whole_row_bounds(bound.row_exp_norm_sum, bound.weight_norms, col, sum, pred, cp, ct);
+      WholeRowBounds whole = whole_row_bounds(bound.row_exp_norm_sum, bound.weight_norms, bound.input_norms, col, sum,
+                                              pred, cp, ct);
+      bound.row_bound = std::move(whole.row_bound);
       bound.state.row_bound = bound.row_bound.data();
+      bound.state.weight_mean = whole.weight_mean;
     }
     f.row_target_coef = ct.data();
     f.row_uniform_coef = cu.data();

@@ -74,7 +74,7 @@ def _fused(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor]
            options: tuple, wanted: Tuple[bool, bool, bool], grad_output: Optional[Tensor] = None):
     """The fused op on torch tensors: (loss, grad_input, grad_weight, grad_bias), None for a
     gradient not wanted. ``grad_output``: float32 upstream gradient (scalar or per row)."""
-    ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance = options
+    ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, weight_average = options
     sync_threads()
     results = _flce.fused_linear_cross_entropy(
         as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index, _REDUCTION_NAMES[reduction],
@@ -82,6 +82,7 @@ def _fused(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor]
         grad_output=None if grad_output is None else as_numpy(grad_output),
         filter_eps=filter_eps if filter_eps > 0.0 else None,
         filter_tolerance=filter_tolerance if filter_tolerance > 0.0 else None,
+        filter_weight_bound="average" if weight_average else "column",
         grad_input=wanted[0], grad_weight=wanted[1], grad_bias=wanted[2] and bias is not None)
     loss, gi, gw = results[:3]
     gb = results[3] if bias is not None else None
@@ -110,14 +111,15 @@ def composite_grads(grad_loss: Tensor, input: Tensor, weight: Tensor, target: Te
 
 class LinearCrossEntropyFunction(torch.autograd.Function):
     """``(rows (BT, H), weight (V, H), target (BT,), bias, class_weight fp32, ignore_index,
-    label_smoothing, reduction code, filter_eps, filter_tolerance)`` -> float32 loss (scalar, or (BT,) for "none")."""
+    label_smoothing, reduction code, filter_eps, filter_tolerance, filter_weight_average)`` -> float32
+    loss (scalar, or (BT,) for "none")."""
 
     @staticmethod
     def forward(ctx, input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
-                filter_eps, filter_tolerance):
+                filter_eps, filter_tolerance, filter_weight_average):
         needs = ctx.needs_input_grad
         wanted = (needs[0], needs[1], bias is not None and needs[3])
-        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance)
+        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, filter_weight_average)
         ctx.options, ctx.wanted, ctx.pending = options, wanted, None
         ctx.save_for_backward(input, weight, target, bias, class_weight)
         ahead = reduction != 0 and any(wanted) and _nothing_pending()
@@ -136,7 +138,7 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
                                     _REDUCTION_NAMES[reduction])
         else:
             grads = _backward(ctx, grad_loss)
-        return grads[0], grads[1], None, grads[2], None, None, None, None, None, None
+        return grads[0], grads[1], None, grads[2], None, None, None, None, None, None, None
 
 
 def _backward(ctx, grad_loss: Tensor):
@@ -155,13 +157,13 @@ def _backward(ctx, grad_loss: Tensor):
 
 def apply(rows: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], class_weight: Optional[Tensor],
           ignore_index: int, label_smoothing: float, reduction: int, filter_eps: float,
-          filter_tolerance: float = 0.0) -> Tensor:
+          filter_tolerance: float = 0.0, filter_weight_average: bool = False) -> Tensor:
     if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (rows, weight, bias))):
         # no autograd node: the loss alone (its needs_input_grad would still say requires_grad)
-        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance)
+        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, filter_weight_average)
         return _fused(rows, weight, target, bias, class_weight, options, (False, False, False))[0]
     return LinearCrossEntropyFunction.apply(rows, weight, target, bias, class_weight, ignore_index, label_smoothing,
-                                            reduction, filter_eps, filter_tolerance)
+                                            reduction, filter_eps, filter_tolerance, filter_weight_average)
 
 
 def flatten_rows(input: Tensor) -> Tensor:

@@ -485,7 +485,8 @@ _define("fused_linear_cross_entropy_loss_grad(Tensor grad, Tensor input, Tensor 
 def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
                                class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
                                reduction: int, filter_eps: float,
-                               filter_tolerance: float = 0.0) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                               filter_tolerance: float = 0.0,
+                               filter_weight_average: bool = False) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     sync_threads()
     name = {1: "mean", 2: "sum"}[reduction]
     results = _flce.fused_linear_cross_entropy(as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index,
@@ -493,14 +494,15 @@ def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bi
                                                class_weight=optional_numpy(class_weight),
                                                label_smoothing=label_smoothing,
                                                filter_eps=filter_eps if filter_eps > 0.0 else None,
-                                               filter_tolerance=filter_tolerance if filter_tolerance > 0.0 else None)
+                                               filter_tolerance=filter_tolerance if filter_tolerance > 0.0 else None,
+                                               filter_weight_bound="average" if filter_weight_average else "column")
     loss, grad_input, grad_weight = (from_numpy(r) for r in results[:3])
     grad_bias = from_numpy(results[3]) if bias is not None else _empty(input)
     return loss, grad_input, grad_weight, grad_bias
 
 
 def _linear_cross_entropy_fake(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
-                               filter_eps, filter_tolerance=0.0):
+                               filter_eps, filter_tolerance=0.0, filter_weight_average=False):
     grad_bias = bias.new_empty(bias.shape) if bias is not None else input.new_empty([0])
     return (input.new_empty([], dtype=torch.float32), input.new_empty(input.shape), weight.new_empty(weight.shape),
             grad_bias)
@@ -522,14 +524,15 @@ def _linear_cross_entropy_grad(ctx, grad_loss, unused_grad_input, unused_grad_we
     saved = ctx.saved_tensors
     if torch.is_grad_enabled():
         gi, gw, gb = _LCE.composite_grads(grad_loss, *saved[3:], *ctx.options)
-        return gi, gw, None, gb, None, None, None, None, None, None
+        return gi, gw, None, gb, None, None, None, None, None, None, None
     scale = grad_loss.to(torch.float32)
     scaled = [(g * scale).to(g.dtype) for g in saved[:3]]
-    return scaled[0], scaled[1], None, scaled[2] if ctx.has_bias else None, None, None, None, None, None, None
+    return scaled[0], scaled[1], None, scaled[2] if ctx.has_bias else None, None, None, None, None, None, None, None
 
 
 _define("linear_cross_entropy(Tensor input, Tensor weight, Tensor target, Tensor? bias, Tensor? class_weight, "
-        "int ignore_index, float label_smoothing, int reduction, float filter_eps, float filter_tolerance=0.0) "
+        "int ignore_index, float label_smoothing, int reduction, float filter_eps, float filter_tolerance=0.0, "
+        "bool filter_weight_average=False) "
         "-> (Tensor, Tensor, Tensor, Tensor)",
         _linear_cross_entropy_impl, _linear_cross_entropy_fake,
         (_linear_cross_entropy_grad, _linear_cross_entropy_setup))

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from . import _linear_cross_entropy as _LCE
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
-from .._fused_linear_cross_entropy import filter_settings
+from .._fused_linear_cross_entropy import filter_settings, filter_weight_average
 from ._autograd import TilegradBceWithLogits, TilegradCrossEntropy, TilegradEmbedding, TilegradSilu
 from ._eager import below_crossover, on_kernel_path, transform_active
 from ._tensor import numpy_dtype, unsupported_reason
@@ -290,7 +290,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
                          options=None, filter_eps: Union[None, str, float] = None,
-                         filter_tolerance: Optional[float] = None) -> Tensor:
+                         filter_tolerance: Optional[float] = None, filter_weight_bound: str = "column") -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices, with ``linear_bias``,
@@ -311,11 +311,14 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     ``filter_eps`` / ``filter_tolerance`` (tilegrad extensions; None: exact): gradient filtering as in
     :func:`tilegrad.fused_linear_cross_entropy` (``"auto"``: error-bounded at the dtype's unit
     roundoff, 2**-8 for bfloat16) on the fused path (mean/sum with autograd); the loss is always exact.
+    ``filter_weight_bound``: grad_weight's bound under bounded filtering, ``"column"`` or ``"average"``
+    (see :func:`tilegrad.fused_linear_cross_entropy`).
     Where torch's function runs (the cases above, tiny problems included) nothing is filtered.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
     eps, tol = filter_settings(filter_eps, filter_tolerance, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
+    weight_average = filter_weight_average(filter_weight_bound)
     if ignore_index is None:
         ignore_index = -100
     loss_dtype = input.dtype
@@ -329,13 +332,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
         return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
     rows = _LCE.flatten_rows(input)
     if torch.compiler.is_compiling():
-        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol)
+        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average)
     elif _LCE.small_problem(rows.shape[0], rows.shape[1], linear_weight.shape[0]) or transform_active():
         return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
     else:
         class_weight = None if weight is None else weight.to(torch.float32)
         loss = _LCE.apply(rows, linear_weight, target.reshape(-1), linear_bias, class_weight, ignore_index,
-                          label_smoothing, _ops.REDUCTION_CODES[reduction], eps, tol)
+                          label_smoothing, _ops.REDUCTION_CODES[reduction], eps, tol, weight_average)
     return (loss.view(target.shape) if reduction == "none" else loss).to(loss_dtype)
 
 
@@ -350,7 +353,7 @@ def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, w
 
 
 def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
-                              label_smoothing, eps, tol):
+                              label_smoothing, eps, tol, weight_average):
     """Under torch.compile: the torch.ops.tilegrad ops (they have fake kernels)."""
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                  for t in (rows, linear_weight, linear_bias))
@@ -358,7 +361,8 @@ def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, 
         class_weight = None if weight is None else weight.to(torch.float32)
         loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
-                                                               _ops.REDUCTION_CODES[reduction], eps, tol)
+                                                               _ops.REDUCTION_CODES[reduction], eps, tol,
+                                                               weight_average)
         return loss
     if linear_bias is None and weight is None and label_smoothing == 0.0:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index)
