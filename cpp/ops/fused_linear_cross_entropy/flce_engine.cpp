@@ -349,6 +349,16 @@ bool all_set(const std::vector<uint8_t>& flags) {
   return std::all_of(flags.begin(), flags.end(), [](uint8_t f) { return f != 0; });
 }
 
+// One gradient product of a filtered G block: nothing for a gradient not asked for, the exact
+// path's one GEMM when every block runs (all_active), else one GEMM per run of active blocks.
+template <class Active>
+void block_product(const FlceKernels* k, const GemmMatrix& a, const GemmMatrix& b, int64_t out_block,
+                   int64_t red_block, bool all_active, const Active& active, const FilteredDst& dst, int threads) {
+  if (!dst.wanted()) return;
+  if (all_active) return whole_product(k, a, b, dst, threads);
+  filtered_product(k, a, b, out_block, red_block, active, dst, threads);
+}
+
 // Both gradient products of one filtered G block g (bc x vc, dense; rows b0.., columns v0.. of the
 // problem): gin (+)= G @ w_rows and gw (+)= G^T @ x_rows, skipping inactive blocks.
 // row_scale: each G row's softmax coefficient (see find_active_blocks).
@@ -361,22 +371,12 @@ void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, int64_t b0, i
       for (size_t b = 0; b < m.input.size(); ++b) f.filter_counts[0] += (m.input[b] | m.weight[b]) != 0;
       f.filter_counts[1] += int64_t(m.input.size());
     }
-    if (!gin.wanted()) {
-    } else if (all_set(m.input)) {
-      whole_product(k, g, w_rows, gin, threads);
-    } else {
-      filtered_product(
-          k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return m.input_at(o, r); }, gin,
-          threads);
-    }
-    if (!gw.wanted()) {
-    } else if (all_set(m.weight)) {
-      whole_product(k, g.t(), x_rows, gw, threads);
-    } else {
-      filtered_product(
-          k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return m.weight_at(r, o); }, gw,
-          threads);
-    }
+    block_product(
+        k, g, w_rows, kFilterRows, kFilterCols, all_set(m.input),
+        [&](int64_t o, int64_t r) { return m.input_at(o, r); }, gin, threads);
+    block_product(
+        k, g.t(), x_rows, kFilterCols, kFilterRows, all_set(m.weight),
+        [&](int64_t o, int64_t r) { return m.weight_at(r, o); }, gw, threads);
     return;
   }
   const ActiveBlocks act = find_active_blocks(k, static_cast<const char*>(g.data), g.dtype, g.rows, g.cols,
@@ -385,13 +385,13 @@ void filtered_gradients(const FlceKernels* k, const GemmMatrix& g, int64_t b0, i
     f.filter_counts[0] += act.count();
     f.filter_counts[1] += int64_t(act.flags.size());
   }
-  if (gin.wanted())
-    filtered_product(
-        k, g, w_rows, kFilterRows, kFilterCols, [&](int64_t o, int64_t r) { return act.at(o, r); }, gin, threads);
-  if (gw.wanted())
-    filtered_product(
-        k, g.t(), x_rows, kFilterCols, kFilterRows, [&](int64_t o, int64_t r) { return act.at(r, o); }, gw,
-        threads);
+  // (the unbounded filter keeps its per-block products even when every block is active)
+  block_product(
+      k, g, w_rows, kFilterRows, kFilterCols, false, [&](int64_t o, int64_t r) { return act.at(o, r); }, gin,
+      threads);
+  block_product(
+      k, g.t(), x_rows, kFilterCols, kFilterRows, false, [&](int64_t o, int64_t r) { return act.at(r, o); }, gw,
+      threads);
 }
 
 FilteredDst accumulate_into(const GemmMatrix& acc, uint8_t* written) {
