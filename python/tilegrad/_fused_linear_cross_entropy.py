@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _core
-from ._args import check_bool, check_float, check_int
+from ._args import check_bool, check_float, check_int, check_str
 
 
 def fused_linear_online_max_sum(input: np.ndarray, weight: np.ndarray, target: np.ndarray,
@@ -238,10 +238,7 @@ FILTER_WEIGHT_BOUNDS = ("column", "average")
 
 def filter_weight_average(filter_weight_bound) -> bool:
     """True for ``filter_weight_bound="average"``, False for "column"; anything else is refused."""
-    if not isinstance(filter_weight_bound, str):
-        raise TypeError(f"fused_linear_cross_entropy: filter_weight_bound must be a str, got "
-                        f"{type(filter_weight_bound).__name__}")
-    if filter_weight_bound not in FILTER_WEIGHT_BOUNDS:
+    if check_str("fused_linear_cross_entropy", "filter_weight_bound", filter_weight_bound) not in FILTER_WEIGHT_BOUNDS:
         raise ValueError(f"fused_linear_cross_entropy: filter_weight_bound must be one of {FILTER_WEIGHT_BOUNDS}, "
                          f"got {filter_weight_bound!r}")
     return filter_weight_bound == "average"
