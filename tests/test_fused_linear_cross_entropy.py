@@ -602,6 +602,20 @@ def test_grad_output_scalar_for_none_and_errors():
 
 
 @pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
+def test_softcap_inf_is_no_cap(plan):
+    """softcap * tanh(z / softcap) tends to z: inf is no cap, as None (which the float64 reference
+    checks); 0 and negative caps are refused, naming what to pass instead."""
+    x, w, t = make_inputs(BT, H, V, BF16, seed=7, ignore=OPTIONS_IGNORED)
+    plain = tg.fused_linear_cross_entropy(x, w, t, memory_budget=PLAN_BUDGETS[plan])
+    check_against_reference(BF16, "mean", dict(_inputs=(x, w, t)), plain)
+    uncapped = tg.fused_linear_cross_entropy(x, w, t, softcap=float("inf"), memory_budget=PLAN_BUDGETS[plan])
+    assert [a.tobytes() for a in uncapped] == [a.tobytes() for a in plain]
+    for bad in (0.0, -2.0, float("-inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"softcap must be a float > 0, or None / inf for no cap, got"):
+            tg.fused_linear_cross_entropy(x, w, t, softcap=bad)
+
+
+@pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
 def test_mean_with_every_row_ignored_gives_zero_gradients(plan):
     x, w, t = make_inputs(BT, H, V, BF16, seed=6, ignore=OPTIONS_IGNORED)
     t[:] = -100
