@@ -121,6 +121,24 @@ def rounded_once(fn: Callable[..., Tensor], dtype: torch.dtype, *tensors: Option
     return fn(*widened(*tensors)).to(dtype)
 
 
+# Block of fixed_order_sum: each block is summed whole by one thread (torch parallelises a reduction
+# with several outputs over the outputs), and 4096 block sums stay under torch's parallel grain (32768).
+_SUM_BLOCK = 4096
+
+
+def fixed_order_sum(t: Tensor) -> Tensor:
+    """The sum of every element of ``t``, differentiable, rounded the same for any thread count:
+    torch's full reduction splits the elements among the threads, so its rounding depends on their
+    number. Sums blocks of ``_SUM_BLOCK`` elements, then the block sums, until one block is left."""
+    flat = t.reshape(-1)
+    while flat.numel() > _SUM_BLOCK:
+        padding = -flat.numel() % _SUM_BLOCK
+        if padding:
+            flat = torch.cat((flat, flat.new_zeros(padding)))
+        flat = flat.view(-1, _SUM_BLOCK).sum(dim=1)
+    return flat.sum()
+
+
 def recompute_grads(fn, inputs: Sequence[Optional[Tensor]], grads: Sequence[Optional[Tensor]]) -> List:
     """Gradients of the differentiable composite ``fn(*inputs)`` w.r.t. the inputs that require grad,
     with ``create_graph=True`` (a backward run under grad mode: higher-order gradients); None elsewhere."""

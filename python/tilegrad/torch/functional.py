@@ -44,7 +44,7 @@ from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
 from .._fused_linear_cross_entropy import filter_settings, filter_weight_average
 from ._autograd import TilegradBceWithLogits, TilegradCrossEntropy, TilegradEmbedding, TilegradSilu
 # CROSSOVER: the one crossover registry of every tilegrad.torch function (also read as functional.CROSSOVER)
-from ._eager import CROSSOVER, Path, needs_autograd, on_kernel_path, route, widened  # noqa: F401
+from ._eager import CROSSOVER, Path, fixed_order_sum, needs_autograd, on_kernel_path, route, widened  # noqa: F401
 from ._tensor import numpy_dtype, unsupported_reason
 
 __all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
@@ -171,22 +171,34 @@ def _cross_entropy_rows(input, target, path, weight, reduction, ignore_index, la
 
 def _cross_entropy_composite(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
                              wants_zloss):
-    """The kernel's numerics in torch ops: torch's cross entropy on float32 logits and class weights
-    (int32 targets as int64, which torch's takes), plus the z-loss ``z_loss_scale * lse**2`` per kept
-    row (reduced like the loss; "mean" over the kept rows), each result rounded once to the logits'
+    """The kernel's numerics in torch ops: torch's cross entropy per row on float32 logits and class
+    weights (int32 targets as int64, which torch's takes), plus the z-loss ``z_loss_scale * lse**2``
+    per kept row, reduced in a fixed order (mean: the loss over the kept rows' class weights, the
+    z-loss over the kept rows, as torch's and the kernel's), each result rounded once to the logits'
     dtype; differentiable."""
     logits, weight32 = widened(input, weight)
-    loss = TORCH_FUNCTIONS["cross_entropy"](logits, target.long(), weight32, ignore_index=ignore_index,
-                                            reduction=reduction, label_smoothing=label_smoothing)
+    target = target.long()
+    rows = TORCH_FUNCTIONS["cross_entropy"](logits, target, weight32, ignore_index=ignore_index, reduction="none",
+                                            label_smoothing=label_smoothing)
+    kept = target != ignore_index
+    kept_rows = fixed_order_sum(kept.float())
+    kept_weight = kept_rows if weight32 is None else fixed_order_sum(
+        torch.where(kept, weight32[torch.where(kept, target, 0)], 0.0))
+    loss = _reduce(rows, reduction, kept_weight)
     if not wants_zloss:
         return loss.to(input.dtype), None
-    kept = target != ignore_index
-    zloss = torch.where(kept, z_loss_scale * torch.logsumexp(logits, dim=1).square(), 0.0)
-    if reduction == "sum":
-        zloss = zloss.sum()
-    elif reduction == "mean":
-        zloss = zloss.sum() / kept.sum()
+    zloss = _reduce(torch.where(kept, z_loss_scale * torch.logsumexp(logits, dim=1).square(), 0.0), reduction,
+                    kept_rows)
     return (loss + zloss).to(input.dtype), zloss.to(input.dtype)
+
+
+def _reduce(values: Tensor, reduction: str, mean_divisor) -> Tensor:
+    """``values`` as they are ("none"), summed, or summed and divided by ``mean_divisor`` ("mean"); the
+    sum in a fixed order (the same for any thread count)."""
+    if reduction == "none":
+        return values
+    total = fixed_order_sum(values)
+    return total / mean_divisor if reduction == "mean" else total
 
 
 def _cross_entropy_2d(input, target, path, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
@@ -289,11 +301,12 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
 
 def _bce_composite(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
                    reduction: str) -> Tensor:
-    """The kernels' numerics in torch ops: torch's function on float32 tensors, the loss rounded once to
-    the target's dtype (the kernel's result dtype); differentiable, gradients rounded once."""
-    loss = TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](*widened(input, target, weight), reduction=reduction,
-                                                               pos_weight=widened(pos_weight)[0])
-    return loss.to(target.dtype)
+    """The kernels' numerics in torch ops: torch's function per element on float32 tensors, reduced in
+    a fixed order, the loss rounded once to the target's dtype (the kernel's result dtype);
+    differentiable, gradients rounded once."""
+    x, y, w, pw = widened(input, target, weight, pos_weight)
+    elements = TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](x, y, w, reduction="none", pos_weight=pw)
+    return _reduce(elements, reduction, elements.numel()).to(target.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------
