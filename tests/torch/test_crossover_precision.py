@@ -18,13 +18,13 @@ import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER  # noqa: E402
+from reference.torch_compare import UNIT_ROUNDOFF, autograd_node_names  # noqa: E402  (tests/torch/conftest.py)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 DTYPES = {"f32": F32, "f16": F16, "bf16": BF16}
-# Unit roundoff: the largest relative error of one rounding to the dtype.
-UNIT = {F32: 2.0 ** -24, F16: 2.0 ** -11, BF16: 2.0 ** -8}
+UNIT = UNIT_ROUNDOFF  # the largest relative error of one rounding to the dtype
 # Tolerances: (unit roundoffs, share of the tensor's largest value added to each element's own).
 # float32 results: float32 sums, whose error grows with their length: relative to the largest value.
 F32_SUMS = (32.0, 1.0)
@@ -76,20 +76,8 @@ def _float64(t):
     return t.detach().double().requires_grad_(t.requires_grad)
 
 
-def _graph_nodes(t):
-    """Every autograd node behind ``t``."""
-    seen, todo = set(), [t.grad_fn]
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        todo.extend(n for n, _ in node.next_functions)
-    return {type(n).__name__ for n in seen}
-
-
 def _on_kernel(out) -> bool:
-    return any(n.startswith(("Tilegrad", "LinearCrossEntropyFunction")) for n in _graph_nodes(out))
+    return any(n.startswith(("Tilegrad", "LinearCrossEntropyFunction")) for n in autograd_node_names(out))
 
 
 def compare(call, reference, tensors, dtype, expect_kernel, tolerance=ROUNDED_ONCE):

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _eager  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER, Path  # noqa: E402
+from reference.torch_compare import autograd_node_names  # noqa: E402  (tests/torch/conftest.py)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -63,20 +64,10 @@ def _traced_ops(fn, args):
 @pytest.mark.parametrize("name", sorted(_small_calls()))
 def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
     fn, *args = _small_calls()[name]
-    eager_nodes = _node_names(fn(*args))  # eager: below the crossover, torch's ops
+    eager_nodes = autograd_node_names(fn(*args))  # eager: below the crossover, torch's ops
     assert not any(n.startswith(("Tilegrad", "LinearCrossEntropyFunction")) for n in eager_nodes), eager_nodes
     traced = _traced_ops(fn, args)
     assert any(n.startswith("tilegrad.") for n in traced), traced
-
-
-def _node_names(out):
-    seen, todo = set(), [out.grad_fn]
-    while todo:
-        node = todo.pop()
-        if node is not None and node not in seen:
-            seen.add(node)
-            todo.extend(n for n, _ in node.next_functions)
-    return {type(n).__name__ for n in seen}
 
 
 def test_route_order(monkeypatch):
