@@ -446,7 +446,9 @@ def test_a_diverging_run_stops_without_saving_and_keeps_the_good_checkpoint(comp
     step = int(message.split("step ")[1].split(":")[0])
     assert f"train_lm: step {step}: the training loss is nan" in message or \
         f"train_lm: step {step}: the validation loss is nan" in message, message
-    assert "stopped without saving a checkpoint" in message and "--lr 30.0 is probably too high" in message and f"--resume {run} --lr SMALLER" in message
+    for part in ("stopped without saving a checkpoint", "--lr 30.0 is probably too high",
+                 f"--resume {run} --lr SMALLER"):
+        assert part in message, (part, message)
     assert (run / train_lm.CHECKPOINT).read_bytes() == good
     logged = train_lm.read_log(run / train_lm.LOG)
     assert all(math.isfinite(v) for r in logged for k, v in r.items() if k.endswith("loss"))
@@ -455,6 +457,28 @@ def test_a_diverging_run_stops_without_saving_and_keeps_the_good_checkpoint(comp
     with pytest.raises(SystemExit, match=r"the training loss is nan .*start over with --overwrite --lr SMALLER"):
         train_lm.main(["--quick", "--cache-dir", str(cache), "--out", str(fresh), "--lr", "30"])
     assert not (fresh / train_lm.CHECKPOINT).exists() and not (fresh / train_lm.SUMMARY).exists()
+
+
+def test_weights_gone_non_finite_are_never_saved(compare_run, tmp_path, monkeypatch):
+    """A step whose update leaves an infinite weight behind a finite loss, then a stop (--stop-at, as
+    Ctrl-C) before any validation: the run refuses to save, the good checkpoint stays."""
+    _, cache, _ = compare_run
+    run = tmp_path / "run"
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--eval-interval", "20"]
+    train_lm.main(common + ["--out", str(run), "--stop-at", "2"])
+    good = (run / train_lm.CHECKPOINT).read_bytes()
+    real_step = train_lm.train_step
+
+    def step_then_break_a_weight(model, *args):
+        loss = real_step(model, *args)
+        with torch.no_grad():
+            next(model.parameters())[0, 0] = float("inf")
+        return loss
+
+    monkeypatch.setattr(train_lm, "train_step", step_then_break_a_weight)
+    with pytest.raises(SystemExit, match=r"step 3: the weights are no longer finite \(diverged\); stopped without"):
+        train_lm.main(["--resume", str(run), "--stop-at", "3"])
+    assert (run / train_lm.CHECKPOINT).read_bytes() == good
 
 
 def test_ctrl_c_in_compare_lets_the_run_save_its_checkpoint(compare_run, tmp_path):
