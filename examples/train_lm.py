@@ -736,9 +736,10 @@ def read_log(path: Path) -> List[Dict]:
 
 
 def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, completed: int,
-                    args: argparse.Namespace) -> None:
+                    args: argparse.Namespace, data: Data) -> None:
     state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "completed": completed,
-             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+             "tokens": token_fingerprint(data)}
     tmp = out / (CHECKPOINT + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, out / CHECKPOINT)  # never a half-written checkpoint
@@ -772,6 +773,27 @@ def load_checkpoint(folder: Path) -> Dict:
     if not isinstance(ckpt, dict) or not {"model", "optimizer", "completed", "args"} <= ckpt.keys():
         raise unreadable_checkpoint(folder, "not a train_lm checkpoint")
     return ckpt
+
+
+def token_fingerprint(data: Data) -> str:
+    """What the model trains and validates on: the token ids (the text through its tokenizer)."""
+    return hashlib.sha256(data.train.numpy().tobytes() + data.val.numpy().tobytes()).hexdigest()[:16]
+
+
+def check_same_tokens(args: argparse.Namespace, ckpt: Dict, data: Data) -> None:
+    """--resume on a text (or a tokenizers version, or for the built-in corpus a Python) other than the
+    checkpoint's: a warning while the model still fits, else a UsageError (checkpoints from before
+    the fingerprint: only the fit is checked)."""
+    rows = ckpt["model"]["tok_emb.weight"].shape[0]
+    source = f"--text {args.text}" if args.text else f"--corpus {args.corpus}"
+    if data.tokenizer.get_vocab_size() != rows:
+        raise UsageError(f"train_lm: --resume {args.resume}: the text gives a vocabulary of "
+                         f"{data.tokenizer.get_vocab_size()} tokens, the checkpoint's model has {rows} ({source} "
+                         "changed since?): restore the text to continue, or start a new run (--out NEW_DIR)")
+    if ckpt.get("tokens", token_fingerprint(data)) != token_fingerprint(data):
+        print(f"warning: --resume {args.resume}: the text gives other tokens than those the checkpoint was "
+              f"trained on ({source} changed since?); continuing on the new tokens, so the losses are not "
+              "an uninterrupted run's", file=sys.stderr, flush=True)
 
 
 def unreadable_checkpoint(folder: Path, why: str) -> UsageError:
@@ -926,7 +948,7 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     peak_mib = memory.peak_growth_mib()
     if not all(torch.isfinite(p).all() for p in model.parameters()):
         raise diverged(args, completed, "the weights are no longer finite")
-    save_checkpoint(args.out, model, opt, completed, args)
+    save_checkpoint(args.out, model, opt, completed, args, data)
     if interrupted:
         print(f"\n[{ops.name}] stopped after step {completed}; checkpoint saved. Continue with:\n"
               f"    python {sys.argv[0]} --resume {args.out}", flush=True)
@@ -1197,6 +1219,8 @@ def run(argv: Optional[Sequence[str]]) -> Dict:
     if data.tokenizer.get_vocab_size() < args.vocab:
         print(f"note: the text supports only {data.tokenizer.get_vocab_size()} BPE tokens (--vocab {args.vocab}); "
               "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)
+    if ckpt is not None:
+        check_same_tokens(args, ckpt, data)
     remove_previous_run(args)
     if args.compare:
         return compare(args, data)

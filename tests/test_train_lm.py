@@ -481,6 +481,28 @@ def test_weights_gone_non_finite_are_never_saved(compare_run, tmp_path, monkeypa
     assert (run / train_lm.CHECKPOINT).read_bytes() == good
 
 
+def test_resume_on_a_text_changed_since_warns_or_refuses(tmp_path, capfd):
+    """--text edited after the checkpoint: other tokens, so the run is not the one saved: a loud
+    warning; a vocabulary the checkpoint's model cannot take: one line, exit 2, instead of
+    load_state_dict's traceback."""
+    docs = train_lm.load_documents(None)
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(docs[:30]))
+    run = tmp_path / "run"
+    train_lm.main(["--quick", "--text", str(text), "--cache-dir", str(tmp_path / "cache"), "--out", str(run),
+                   "--stop-at", "2"])
+    text.write_text("".join(docs[30:60]))
+    resumed = train_lm.main(["--resume", str(run), "--stop-at", "3"])
+    assert resumed["steps"] == 3
+    assert f"warning: --resume {run}: the text gives other tokens than those the checkpoint was trained on" \
+        in capfd.readouterr().err
+    text.write_text("ab\n" * 20_000)  # a handful of BPE tokens: fewer rows than the checkpoint's embedding
+    before = folder_bytes(run)
+    message = refusal(["--resume", run], main=True)
+    assert f"--resume {run}: the text gives a vocabulary of" in message and "the checkpoint's model has 512" in message
+    assert folder_bytes(run) == before
+
+
 def test_ctrl_c_in_compare_lets_the_run_save_its_checkpoint(compare_run, tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during --compare: the training
     process finishes its step and saves, however long that takes (here: a validation at every step),
