@@ -38,7 +38,7 @@ A folder that already holds a run is never replaced silently: continue it with `
 over with ``--overwrite``, or pick a new ``--out``. A resumed run keeps the checkpoint's model, data and
 path; of the flags typed with ``--resume`` only those in RESUMABLE may differ from the checkpoint's
 (--steps and --lr reshape the learning-rate schedule from the next step on), any other that differs
-is refused. A loss that stops being finite (usually: --lr too high) stops the run without saving.
+is refused; a text whose tokens changed since is warned about (refused if the model no longer fits). A loss that stops being finite (usually: --lr too high) stops the run without saving.
 
 Mistakes on the command line are refused before anything is written, with one line naming the flag,
 its value and what to do, and exit status 2 (as argparse's own errors); a diverged run exits with 1.
