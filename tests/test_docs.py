@@ -156,7 +156,7 @@ def bench_tables():
 
 def test_benchmark_data_files_are_complete_and_each_is_shown():
     module = bench_tables()
-    pages = "\n".join(p.read_text() for p in (DOCS / "benchmarks").glob("*.md"))
+    pages = "\n".join(p.read_text() for p in DOCS.rglob("*.md"))
     shown = set(re.findall(r"<!-- bench-table: ([\w.-]+) -->", pages))
     files = {p.stem: p for p in (DOCS / "benchmarks" / "data").glob("*.json")}
     assert shown == set(files), (shown ^ set(files))
