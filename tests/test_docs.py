@@ -1,8 +1,9 @@
 """The code the README and the documentation show works: every Python snippet runs against the
-installed package (each in a fresh interpreter, as a reader would paste it), every C++ block is the
-text of a program ctest compiles and runs (tests/cpp/docs) or is marked as a fragment, the benchmark
-tables carry their measuring conditions, and every "specification section N" cited in the sources
-names a section of docs/specification.md.
+installed package (a page's snippets in one fresh interpreter, each in a namespace of its own, as a
+reader pasting them into one session would), every C++ block is the text of a program ctest compiles
+and runs (tests/cpp/docs) or is marked as a fragment, the benchmark tables carry their measuring
+conditions, and every "specification section N" cited in the sources names a section of
+docs/specification.md.
 
 A snippet is skipped only for a reason stated next to it (``<!-- not run: REASON -->`` on the line
 before the fence) or when it imports torch / transformers and they are not installed.
@@ -59,9 +60,25 @@ def snippet_id(path: Path, line: int) -> str:
     return f"{path.relative_to(ROOT)}:{line}"
 
 
-PYTHON_SNIPPETS = [pytest.param(code, before, id=snippet_id(path, line))
+PYTHON_SNIPPETS = [pytest.param(path, line, id=snippet_id(path, line))
                    for path in doc_files() for language, line, code, before in fenced_blocks(path)
                    if language in ("python", "py")]
+
+# Runs a page's snippets in one interpreter, each in a namespace of its own (as a reader pasting them
+# into one session would), and writes a traceback or None per snippet as JSON to argv[1]; snippets
+# print freely to stdout.
+RUNNER = """
+import json, sys, traceback
+results = []
+for code in json.load(sys.stdin):
+    try:
+        exec(compile(code, "<snippet>", "exec"), {"__name__": "__main__"})
+        results.append(None)
+    except BaseException:
+        results.append(traceback.format_exc())
+with open(sys.argv[1], "w") as f:
+    json.dump(results, f)
+"""
 
 
 def imported_modules(code: str) -> set:
@@ -75,23 +92,44 @@ def imported_modules(code: str) -> set:
     return names
 
 
-def missing_optional(code: str) -> list:
-    """The optional modules `code` imports that are not installed, plus torch when it uses tilegrad.torch."""
+def skip_reason(code: str, before: str):
+    """Why a snippet is not run (its not-run marker, or optional modules it imports that are not
+    installed), or None."""
+    marked = NOT_RUN.search(before)
+    if marked:
+        return f"marked not run: {marked.group(1)}"
     wanted = imported_modules(code) | ({"torch"} if "tilegrad.torch" in code else set())
-    return [m for m in OPTIONAL_MODULES if m in wanted and importlib.util.find_spec(m) is None]
+    missing = [m for m in OPTIONAL_MODULES if m in wanted and importlib.util.find_spec(m) is None]
+    return f"needs {', '.join(missing)}" if missing else None
 
 
-@pytest.mark.parametrize("code, before", PYTHON_SNIPPETS)
-def test_python_snippet_runs(code, before, tmp_path):
-    reason = NOT_RUN.search(before)
+_page_results = {}
+
+
+def page_results(path: Path, tmp_dir: Path) -> dict:
+    """line -> traceback (None: ran) for every runnable Python snippet of `path`, run once per page."""
+    if path not in _page_results:
+        runnable = [(line, code) for language, line, code, before in fenced_blocks(path)
+                    if language in ("python", "py") and skip_reason(code, before) is None]
+        out = tmp_dir / "results.json"
+        result = subprocess.run([sys.executable, "-c", RUNNER, str(out)], input=json.dumps([c for _, c in runnable]),
+                                cwd=tmp_dir, capture_output=True, text=True, timeout=900)
+        if result.returncode != 0 or not out.exists():
+            failure = f"the snippet runner died ({result.returncode}):\n{result.stderr[-4000:]}"
+            _page_results[path] = {line: failure for line, _ in runnable}
+        else:
+            _page_results[path] = dict(zip([line for line, _ in runnable], json.loads(out.read_text())))
+    return _page_results[path]
+
+
+@pytest.mark.parametrize("path, line", PYTHON_SNIPPETS)
+def test_python_snippet_runs(path, line, tmp_path):
+    code, before = next((c, b) for language, first, c, b in fenced_blocks(path) if first == line)
+    reason = skip_reason(code, before)
     if reason:
-        pytest.skip(f"marked not run: {reason.group(1)}")
-    missing = missing_optional(code)
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)}")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, f"snippet failed:\n{code}\n--- stderr ---\n{result.stderr[-4000:]}"
+        pytest.skip(reason)
+    failure = page_results(path, tmp_path)[line]
+    assert failure is None, f"{snippet_id(path, line)} failed:\n{code}\n--- traceback ---\n{failure}"
 
 
 def test_every_page_and_readme_quick_start_is_collected():
