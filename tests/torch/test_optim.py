@@ -473,9 +473,13 @@ def test_fused_meta_params_raise_like_torch():
 ], ids=lambda kw: ",".join(kw))
 def test_constructor_checks_match_torch(kwargs):
     """Each bad argument raises what torch.optim.AdamW raises: same type, torch's message inside ours."""
-    with pytest.raises(Exception) as theirs:
+    try:
         torch.optim.AdamW([torch.nn.Parameter(torch.randn(2))], **kwargs)
-    with pytest.raises(theirs.type, match=re.escape(str(theirs.value))):
+    except Exception as error:  # noqa: BLE001 - whatever torch raises is the reference
+        theirs = error
+    else:
+        pytest.skip(f"torch {torch.__version__} accepts {kwargs} (its check came in a later release)")
+    with pytest.raises(type(theirs), match=re.escape(str(theirs))):
         tgt.optim.AdamW([torch.nn.Parameter(torch.randn(2))], **kwargs)
 
 
