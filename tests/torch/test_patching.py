@@ -1024,6 +1024,8 @@ def test_hf_forward_wrapped_after_patch_runs_the_fused_loss_inside_the_wrapper()
     assert calls == reference_calls == [True] and got.logits is None
     assert got.loss.dtype == want.loss.dtype == torch.float32
     assert abs(got.loss.item() - want.loss.item()) <= PATCHED_LOSS_RTOL[torch.bfloat16] * want.loss.item()
+    unpatch(model)  # the wrapper still holds the fused forward, which now steps aside
+    assert model(input_ids=tokens, labels=labels).logits is not None and len(calls) == 2
 
 
 def test_hf_tuple_output_keeps_the_unpatched_positions():
