@@ -395,13 +395,12 @@ def _qualname(cls: type) -> str:
 class _ForwardMap:
     """The library's causal-LM forward, read once at patch time (nothing is inspected while it runs,
     so torch.compile traces it): its named parameters in positional order and their defaults, those
-    handed on to the decoder, the name of its ``**kwargs`` (where loss options such as
-    ``num_items_in_batch`` arrive), and its output class with that class's fields in order."""
+    handed on to the decoder (the rest, such as ``num_items_in_batch``, arrive in its ``**kwargs``),
+    and its output class with that class's fields in order."""
 
     positional: Tuple[str, ...]
     defaults: Dict[str, Any]
     passed: Tuple[str, ...]
-    var_keyword: str
     output_class: type
     output_fields: Tuple[str, ...]
 
@@ -473,15 +472,14 @@ def _forward_map(library: type) -> Union[_ForwardMap, str]:
         return f"{library.__name__}.forward has no parameter {' or '.join(map(repr, missing))}"
     if any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in parameters):
         return f"{library.__name__}.forward takes positional-only arguments"
-    var_keyword = [p.name for p in parameters if p.kind is p.VAR_KEYWORD]
-    if not var_keyword:
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
         return f"{library.__name__}.forward takes no **kwargs (where the loss options arrive)"
     named = [p for p in parameters if p.kind is not p.VAR_KEYWORD]
     output_class = _output_class(signature)
     return _ForwardMap(positional=tuple(p.name for p in named if p.kind is p.POSITIONAL_OR_KEYWORD),
                        defaults={p.name: p.default for p in named},
                        passed=tuple(p.name for p in named if p.name not in _CONSUMED_PARAMETERS),
-                       var_keyword=var_keyword[0], output_class=output_class,
+                       output_class=output_class,
                        output_fields=tuple(f.name for f in dataclasses.fields(output_class)))
 
 
