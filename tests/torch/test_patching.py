@@ -836,9 +836,10 @@ def loss_options(num_items_in_batch):
     return {} if num_items_in_batch is None else {"num_items_in_batch": torch.tensor(num_items_in_batch)}
 
 
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
 @pytest.mark.parametrize("on_kernel", [False, True], ids=["composite", "kernel"])
 @pytest.mark.parametrize("num_items_in_batch", [None, 17])
-def test_hf_bfloat16_fused_loss_is_float32_unrounded_and_its_gradients_follow(request, on_kernel,
+def test_hf_bfloat16_fused_loss_is_float32_unrounded_and_its_gradients_follow(request, model_type, on_kernel,
                                                                                num_items_in_batch):
     """bf16 parameters: transformers upcasts the logits before its loss, so the loss is a float32
     value; the fused loss returns its float32 loss unrounded (not rounded to bf16 on the way, 7.65625
@@ -848,7 +849,7 @@ def test_hf_bfloat16_fused_loss_is_float32_unrounded_and_its_gradients_follow(re
     from reference.torch_compare import assert_matches
     if on_kernel:
         request.getfixturevalue("kernels_at_every_size")
-    model = tiny_causal_lm("llama", dtype=torch.bfloat16)
+    model = tiny_causal_lm(model_type, dtype=torch.bfloat16)
     patch(model)
     model.train()
     captured, hook = capture_final_hidden_states(model)
@@ -889,16 +890,17 @@ def assert_same_loss_and_gradients(patched_loss, reference_loss, patched, refere
         assert err <= PATCHED_GRAD_RTOL[dtype] * scale, f"{name}: {err} > {PATCHED_GRAD_RTOL[dtype]} * {scale}"
 
 
+@pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
 @pytest.mark.parametrize("on_kernel", [False, True], ids=["composite", "kernel"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("num_items_in_batch", [None, 17])
-def test_hf_patched_loss_and_every_gradient_equal_the_unpatched_models(request, on_kernel, dtype,
+def test_hf_patched_loss_and_every_gradient_equal_the_unpatched_models(request, model_type, on_kernel, dtype,
                                                                        num_items_in_batch):
     """One training step: the loss and every parameter's gradient of a patched model equal the
     unpatched model's, on torch's composite (small problems) and on the kernels."""
     if on_kernel:
         request.getfixturevalue("kernels_at_every_size")
-    reference, patched = reference_and_patched("llama", dtype=dtype)
+    reference, patched = reference_and_patched(model_type, dtype=dtype)
     tokens, labels = next(batches())
     options = loss_options(num_items_in_batch)
     got = patched(input_ids=tokens, labels=labels, **options)
