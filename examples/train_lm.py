@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train a small language model on the CPU with tilegrad, side by side with plain PyTorch.
 
-    python examples/train_lm.py                 # tilegrad path; 500 steps, ~5-8 minutes on 2 cores, no download
+    python examples/train_lm.py                 # tilegrad path; 500 steps, ~1.5 minutes on 2 idle cores, no download
     python examples/train_lm.py --baseline      # the same model with PyTorch's own ops
     python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
     python examples/train_lm.py --compare --filter   # tilegrad with bounded gradient filtering vs exact
@@ -34,6 +34,14 @@ see the README); the log records per step the share of logits-gradient blocks sk
 ``--out DIR`` gets ``log.jsonl`` (one JSON record per step and per validation), ``summary.json`` and
 ``checkpoint.pt``; ``--resume DIR`` continues from that checkpoint with the same losses as an
 uninterrupted run (batches depend only on the seed and the step). Ctrl-C saves a checkpoint first.
+A folder that already holds a run is never replaced silently: continue it with ``--resume DIR``, start
+over with ``--overwrite``, or pick a new ``--out``. A resumed run keeps the checkpoint's model, data and
+path; of the flags typed with ``--resume`` only those in RESUMABLE may differ from the checkpoint's
+(--steps and --lr reshape the learning-rate schedule from the next step on), any other that differs
+is refused; a text whose tokens changed since is warned about (refused if the model no longer fits). A loss that stops being finite (usually: --lr too high) stops the run without saving.
+
+Mistakes on the command line are refused before anything is written, with one line naming the flag,
+its value and what to do, and exit status 2 (as argparse's own errors); a diverged run exits with 1.
 """
 
 import argparse
@@ -72,8 +80,25 @@ DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4
                 param_dtype="float32", timing_rounds=10, tie=1)
 QUICK = dict(steps=30, batch_size=8, context=64, dim=64, layers=2, heads=2, ffn_dim=176, vocab=512,
              eval_interval=10, eval_batches=2, sample_tokens=24, timing_rounds=3, threads=1)
-# Options a resumed run may change; everything else comes from the checkpoint.
-RESUMABLE = ("steps", "threads", "sample_tokens")
+# Options a resumed run may change (how long, how fast, how it reports and where it caches); everything
+# else (model, data, batches, dtypes, path) comes from the checkpoint, and a typed value that differs
+# from it is refused. --steps and --lr make the schedule follow the new values from the next step on
+# (useful after a divergence), so the losses then differ from an uninterrupted run's.
+RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir", "timing_rounds",
+             "parallel", "dist_timeout")
+# Typed with --resume, these say how to resume rather than what the run is: never compared.
+RESUME_CONTROLS = ("resume", "out", "stop_at")
+UNSET = object()  # parse_args: an option the command line did not give
+MAX_VOCAB = 2 ** 20
+
+
+class UsageError(SystemExit):
+    """A mistake on the command line: exit status 2 (argparse's), str() is the one-line message, which
+    main() prints."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.code = 2
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -96,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="output directory (default: runs/train_lm, or runs/train_lm_quick with --quick)")
     run.add_argument("--resume", type=Path, default=None, metavar="DIR",
                      help="continue the run saved in DIR (its checkpoint.pt); results go to DIR")
+    run.add_argument("--overwrite", action="store_true",
+                     help="start over in an --out folder that holds a run (its files are replaced)")
     run.add_argument("--stop-at", type=int, default=None, metavar="STEP",
                      help="stop after STEP steps and save a checkpoint, exactly as Ctrl-C would")
     train = p.add_argument_group("training")
@@ -137,9 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parses argv and fills every option left unset from --quick's values, then the defaults."""
-    args = build_parser().parse_args(argv)
-    args.given = sorted(k for k in (*DEFAULTS, "threads") if getattr(args, k) is not None)
+    """Parses argv and fills every option left unset from --quick's values, then the defaults;
+    args.given lists the options typed on the command line (argparse's defaults are not)."""
+    parser = build_parser()
+    parser_defaults = vars(parser.parse_args([]))
+    # argparse leaves an option the namespace already holds alone unless it is typed
+    args = parser.parse_args(argv, argparse.Namespace(**dict.fromkeys(parser_defaults, UNSET)))
+    args.given = sorted(k for k, v in vars(args).items() if v is not UNSET)
+    for key, value in parser_defaults.items():
+        if getattr(args, key) is UNSET:
+            setattr(args, key, value)
     # --quick: one thread, as a model this small spends more on waking threads than on arithmetic
     for key, value in {**DEFAULTS, **(QUICK if args.quick else {})}.items():
         if getattr(args, key) is None:
@@ -151,30 +185,87 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Rejects values that cannot work, naming the flag and the value."""
+    """Rejects values that cannot work, naming the flag, the value and what to do (UsageError)."""
     positive = ("steps", "batch_size", "context", "dim", "layers", "heads", "ffn_dim", "eval_interval",
                 "eval_batches", "timing_rounds")
     for name in positive:
         if getattr(args, name) < 1:
-            raise SystemExit(f"train_lm: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            raise UsageError(f"train_lm: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.dim % args.heads:
-        raise SystemExit(f"train_lm: --dim must be a multiple of --heads ({args.heads}), got {args.dim}")
+        raise UsageError(f"train_lm: --dim must be a multiple of --heads ({args.heads}), got {args.dim}")
+    if args.dim // args.heads % 2:
+        # the rotary embedding turns pairs of features: each head needs an even width
+        raise UsageError(f"train_lm: --dim / --heads must give an even head dimension, got --dim {args.dim} / "
+                         f"--heads {args.heads} = {args.dim // args.heads}: make --dim a multiple of "
+                         f"{2 * args.heads} (e.g. --dim {(args.dim // (2 * args.heads) + 1) * 2 * args.heads})")
     if args.vocab < 260:
-        raise SystemExit(f"train_lm: --vocab must be >= 260 (256 bytes + specials), got {args.vocab}")
-    if not args.lr > 0:
-        raise SystemExit(f"train_lm: --lr must be > 0, got {args.lr}")
+        raise UsageError(f"train_lm: --vocab must be >= 260 (256 bytes + specials), got {args.vocab}")
+    if args.vocab > MAX_VOCAB:
+        # the BPE trainer reserves memory for the vocabulary asked for (gigabytes near 10^9)
+        raise UsageError(f"train_lm: --vocab must be <= {MAX_VOCAB}, got {args.vocab}: a larger vocabulary "
+                         "than the text supports only costs memory")
+    if not 0 <= args.seed < 2 ** 32:
+        raise UsageError(f"train_lm: --seed must be in [0, 2^32), got {args.seed}")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        raise UsageError(f"train_lm: --lr must be a finite number > 0, got {args.lr}")
     if args.threads is not None and args.threads < 1:
-        raise SystemExit(f"train_lm: --threads must be >= 1, got {args.threads}")
+        raise UsageError(f"train_lm: --threads must be >= 1, got {args.threads}")
     if args.filter is not None and not 0.0 < args.filter < 1.0:
-        raise SystemExit(f"train_lm: --filter TAU must be in (0, 1), got {args.filter}")
+        raise UsageError(f"train_lm: --filter TAU must be in (0, 1), got {args.filter}")
     if args.filter is not None and args.baseline:
-        raise SystemExit("train_lm: --filter applies to the tilegrad path; --baseline trains PyTorch's own ops")
+        raise UsageError("train_lm: --filter applies to the tilegrad path; --baseline trains PyTorch's own ops")
     if args.compare and (args.baseline or args.resume):
         first, second = compared_paths(args)
-        raise SystemExit("train_lm: --compare runs both paths itself; resume one of them with "
+        raise UsageError("train_lm: --compare runs both paths itself; resume one of them with "
                          f"--resume OUT/{first} or --resume OUT/{second}")
-    if args.text is not None and not args.text.is_file():
-        raise SystemExit(f"train_lm: --text must be a readable file, got {args.text}")
+    check_resume_flags(args)
+    if args.resume is None:
+        check_folder("--out", args.out)
+    check_folder("--cache-dir", args.cache_dir or default_cache_dir())
+    if args.text is not None:
+        read_text_file(args.text)
+
+
+def check_resume_flags(args: argparse.Namespace) -> None:
+    """--resume continues a run in its own folder: --overwrite (start over) and another --out contradict it."""
+    if args.resume is None:
+        return
+    if args.overwrite:
+        raise UsageError(f"train_lm: --overwrite starts a new run, --resume {args.resume} continues one: "
+                         "give one of them")
+    if args.out.resolve() != args.resume.resolve():
+        raise UsageError(f"train_lm: --resume {args.resume} writes into {args.resume}, got --out {args.out}: "
+                         f"drop --out (or copy the folder to {args.out} and resume that)")
+
+
+def check_folder(flag: str, folder: Path) -> None:
+    """A folder the run creates or writes into: refused when it, or a folder above it, is a file."""
+    for part in (folder, *folder.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise UsageError(f"train_lm: {flag} must name a folder, got {folder}, and {part} is a file: "
+                                 "name a folder (it is created if missing)")
+            return
+
+
+def read_text_file(path: Path) -> str:
+    """--text's contents, decoded as UTF-8; a missing, binary or otherwise encoded file is refused naming
+    the file and, for a decoding error, the byte, its offset and its line."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"train_lm: --text must be a readable file, got {path} ({error.strerror})") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise UsageError(f"train_lm: --text {path} is binary (a NUL byte at offset {nul}), not text: "
+                         "give a UTF-8 text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise UsageError(f"train_lm: --text {path} is not UTF-8: byte 0x{data[error.start]:02x} at offset "
+                         f"{error.start} (line {line}) is {error.reason}; convert the file to UTF-8, e.g. "
+                         f"iconv -f latin1 -t utf-8 {path} > {path}.utf8") from None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -187,7 +278,7 @@ def load_documents(path: Optional[Path], corpus: str = "pydoc") -> List[str]:
     "stdlib" = the standard library's top-level modules (~170 .py files, ~4.7M characters), large
     enough for a 32k vocabulary."""
     if path is not None:
-        return [path.read_text(encoding="utf-8")]
+        return [read_text_file(path)]
     if corpus == "stdlib":
         lib = Path(sysconfig.get_paths()["stdlib"])
         return [f.read_text(encoding="utf-8", errors="replace") for f in sorted(lib.glob("*.py"))]
@@ -645,9 +736,10 @@ def read_log(path: Path) -> List[Dict]:
 
 
 def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, completed: int,
-                    args: argparse.Namespace) -> None:
+                    args: argparse.Namespace, data: Data) -> None:
     state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "completed": completed,
-             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+             "tokens": token_fingerprint(data)}
     tmp = out / (CHECKPOINT + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, out / CHECKPOINT)  # never a half-written checkpoint
@@ -664,24 +756,126 @@ def resume_folder(folder: Path) -> Path:
         print(f"train_lm: {folder} was written by --compare; resuming its {paths[0]} run ({inner}); "
               f"the {paths[1]} run resumes with --resume {folder / paths[1]}", flush=True)
         return inner
-    raise SystemExit(f"train_lm: --resume needs {folder / CHECKPOINT} (a run folder) or {inner / CHECKPOINT} "
+    raise UsageError(f"train_lm: --resume needs {folder / CHECKPOINT} (a run folder) or {inner / CHECKPOINT} "
                      f"(a --compare folder), and neither exists")
 
 
+def load_checkpoint(folder: Path) -> Dict:
+    """FOLDER/checkpoint.pt as save_checkpoint wrote it; an empty, damaged or foreign file is refused
+    (it is never unpickled beyond torch's weights_only loader)."""
+    file = folder / CHECKPOINT
+    if file.stat().st_size == 0:
+        raise unreadable_checkpoint(folder, "an empty file")
+    try:
+        ckpt = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 (a damaged file fails in many ways, each is the same answer)
+        raise unreadable_checkpoint(folder, f"torch.load failed with {type(error).__name__}") from None
+    if not isinstance(ckpt, dict) or not {"model", "optimizer", "completed", "args"} <= ckpt.keys():
+        raise unreadable_checkpoint(folder, "not a train_lm checkpoint")
+    return ckpt
+
+
+def token_fingerprint(data: Data) -> str:
+    """What the model trains and validates on: the token ids (the text through its tokenizer)."""
+    return hashlib.sha256(data.train.numpy().tobytes() + data.val.numpy().tobytes()).hexdigest()[:16]
+
+
+def check_same_tokens(args: argparse.Namespace, ckpt: Dict, data: Data) -> None:
+    """--resume on a text (or a tokenizers version, or for the built-in corpus a Python) other than the
+    checkpoint's: a warning while the model still fits, else a UsageError (checkpoints from before
+    the fingerprint: only the fit is checked)."""
+    rows = ckpt["model"]["tok_emb.weight"].shape[0]
+    source = f"--text {args.text}" if args.text else f"--corpus {args.corpus}"
+    if data.tokenizer.get_vocab_size() != rows:
+        raise UsageError(f"train_lm: --resume {args.resume}: the text gives a vocabulary of "
+                         f"{data.tokenizer.get_vocab_size()} tokens, the checkpoint's model has {rows} ({source} "
+                         "changed since?): restore the text to continue, or start a new run (--out NEW_DIR)")
+    if ckpt.get("tokens", token_fingerprint(data)) != token_fingerprint(data):
+        print(f"warning: --resume {args.resume}: the text gives other tokens than those the checkpoint was "
+              f"trained on ({source} changed since?); continuing on the new tokens, so the losses are not "
+              "an uninterrupted run's", file=sys.stderr, flush=True)
+
+
+def unreadable_checkpoint(folder: Path, why: str) -> UsageError:
+    return UsageError(f"train_lm: --resume {folder}: {folder / CHECKPOINT} cannot be resumed ({why}); it is "
+                      f"damaged or was not written by train_lm: resume an intact copy, or start over there "
+                      f"with --out {folder} --overwrite")
+
+
 def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
-    """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line."""
+    """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line;
+    any other option typed with a value other than the checkpoint's is refused."""
     args.resume = resume_folder(args.resume)
-    ckpt = torch.load(args.resume / CHECKPOINT, map_location="cpu", weights_only=True)
-    saved = {"param_dtype": "float32", "filter": None, **ckpt["args"]}  # checkpoints from before those flags
+    ckpt = load_checkpoint(args.resume)
+    # checkpoints from before those flags
+    saved = {"param_dtype": "float32", "filter": None, "corpus": "pydoc", **ckpt["args"]}
+    refuse_changed_flags(args, saved)
     for key in RESUMABLE:
         if key in args.given:
             saved[key] = getattr(args, key)
-    saved.update(resume=args.resume, out=args.resume, stop_at=args.stop_at, compare=False)
+    saved.update(resume=args.resume, out=args.resume, stop_at=args.stop_at, compare=False, overwrite=False)
     for key in ("text", "cache_dir"):
         saved[key] = Path(saved[key]) if saved.get(key) else None
     restored = argparse.Namespace(**saved)
     restored.out, restored.resume = Path(restored.out), Path(restored.resume)
+    if restored.text is not None and not restored.text.is_file():
+        raise UsageError(f"train_lm: --resume {args.resume}: the run trains on --text {restored.text}, which is "
+                         "no longer a readable file: put it back there to continue")
     return restored, ckpt
+
+
+def refuse_changed_flags(args: argparse.Namespace, saved: Dict) -> None:
+    """Options typed with --resume that the checkpoint fixes (not in RESUMABLE) must keep its values."""
+    changed = [key for key in args.given if key not in RESUMABLE + RESUME_CONTROLS
+               and not same_value(getattr(args, key), saved.get(key))]
+    if changed:
+        listed = ", ".join(f"{flag_text(k, getattr(args, k))} (checkpoint: {flag_text(k, saved.get(k))})"
+                           for k in changed)
+        may = ", ".join("--" + k.replace("_", "-") for k in RESUMABLE)
+        raise UsageError(f"train_lm: --resume {args.resume} continues the saved run, and these flags differ from "
+                         f"it: {listed}; drop them to continue (only {may} may change), or start a new run "
+                         "with them (--out NEW_DIR)")
+
+
+def same_value(typed, saved) -> bool:
+    """A typed option against the checkpoint's (where paths are stored as strings)."""
+    if isinstance(typed, Path):
+        return saved is not None and typed.resolve() == Path(saved).resolve()
+    return typed == saved
+
+
+def flag_text(key: str, value) -> str:
+    """How `value` of option `key` reads on a command line: --dim 64, --baseline, no --filter."""
+    flag = "--" + key.replace("_", "-")
+    if value is True:
+        return flag
+    return f"no {flag}" if value is None or value is False else f"{flag} {value}"
+
+
+def run_files(args: argparse.Namespace) -> List[Path]:
+    """The files this command writes into --out (with --compare: its own and its two runs')."""
+    if not args.compare:
+        return [args.out / name for name in (CHECKPOINT, LOG, SUMMARY)]
+    runs = [args.out / path / name for path in compared_paths(args) for name in (CHECKPOINT, LOG, SUMMARY)]
+    return [args.out / name for name in (SUMMARY, "summary.md", "loss.png")] + runs
+
+
+def guard_out_dir(args: argparse.Namespace) -> None:
+    """A new run never replaces another run's files unasked: without --overwrite a folder holding any
+    is refused, before anything is written."""
+    found = [file for file in run_files(args) if file.exists()]
+    if found and not args.overwrite:
+        names = ", ".join(str(file.relative_to(args.out)) for file in found)
+        resume = f"continue it with --resume {args.out}, " if any(f.name == CHECKPOINT for f in found) else ""
+        raise UsageError(f"train_lm: --out {args.out} already holds a run ({names}): {resume}start over with "
+                         "--overwrite (replaces those files), or give a new --out")
+
+
+def remove_previous_run(args: argparse.Namespace) -> None:
+    """--overwrite: the old run's files go before the new one writes, so the folder never mixes two runs."""
+    if args.overwrite:
+        for file in run_files(args):
+            file.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -736,11 +930,15 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
             loss, ms = train_step(model, opt, train_batch(data.train, completed, args.seed, args.batch_size,
                                                           args.context), lr, args.dtype)
             completed += 1
+            if not math.isfinite(loss):
+                raise diverged(args, completed, f"the training loss is {loss}")
             step_ms.append(ms)
             filtering = model.ops.step_stats()
             log.write({"step": completed, "train_loss": loss, "lr": lr, "ms": ms, **filtering})
             if completed % args.eval_interval == 0 or completed == args.steps:
                 last_val = evaluate(model, val, args.dtype)
+                if not math.isfinite(last_val):
+                    raise diverged(args, completed, f"the validation loss is {last_val}")
                 log.write({"step": completed, "val_loss": last_val})
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val:.3f}" if last_val else "-",
@@ -748,7 +946,9 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
                             **({"skipped": f"{filtering['input_skipped']:.0%}"} if filtering else {}))
         interrupted = completed < args.steps
     peak_mib = memory.peak_growth_mib()
-    save_checkpoint(args.out, model, opt, completed, args)
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise diverged(args, completed, "the weights are no longer finite")
+    save_checkpoint(args.out, model, opt, completed, args, data)
     if interrupted:
         print(f"\n[{ops.name}] stopped after step {completed}; checkpoint saved. Continue with:\n"
               f"    python {sys.argv[0]} --resume {args.out}", flush=True)
@@ -759,6 +959,15 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     if not interrupted and args.sample_tokens > 0:
         print_sample(model, data, args)
     return summary
+
+
+def diverged(args: argparse.Namespace, step: int, what: str) -> SystemExit:
+    """The error that stops a run whose loss or weights stopped being finite: raised before they are
+    saved, so checkpoint.pt stays the last good one (or absent); exit status 1."""
+    again = (f"continue from the checkpoint with --resume {args.resume} --lr SMALLER" if args.resume
+             else "start over with --overwrite --lr SMALLER")
+    return SystemExit(f"train_lm: step {step}: {what} (diverged); stopped without saving a checkpoint. "
+                      f"--lr {args.lr} is probably too high (default {DEFAULTS['lr']}): {again}")
 
 
 def train_step(model: LanguageModel, opt: torch.optim.Optimizer, batch, lr: float,
@@ -821,7 +1030,7 @@ def child_command(args: argparse.Namespace, path: str) -> List[str]:
         value = getattr(args, key)
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
-    return cmd + PATH_FLAGS[path](args)
+    return cmd + PATH_FLAGS[path](args) + (["--overwrite"] if args.overwrite else [])
 
 
 def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dict[str, Dict[str, float]]:
@@ -858,8 +1067,25 @@ def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
     args.out.mkdir(parents=True, exist_ok=True)
     for path in compared_paths(args):
         print(f"\n=== {path} ===", flush=True)
-        subprocess.run(child_command(args, path), check=True)
+        run_child(child_command(args, path), args.out / path)
     return compare_report(args, data)
+
+
+def run_child(cmd: List[str], out: Path) -> None:
+    """One --compare run in its own process; a failed one stops --compare with its exit status (it has
+    printed why). Ctrl-C reaches the run too (the terminal signals the whole process group) and it
+    saves its checkpoint before it exits: wait for that (subprocess.run would kill it after 0.25 s)."""
+    with subprocess.Popen(cmd) as child:
+        try:
+            status = child.wait()
+        except KeyboardInterrupt:
+            child.wait()  # a second Ctrl-C stops the run at once, and this wait with it
+            saved = f"continue it with --resume {out}" if (out / CHECKPOINT).is_file() else "nothing saved"
+            print(f"train_lm: --compare stopped by Ctrl-C in the run in {out}: {saved}", file=sys.stderr,
+                  flush=True)
+            raise SystemExit(130) from None
+    if status:
+        raise SystemExit(status)
 
 
 def compare_report(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
@@ -966,21 +1192,36 @@ def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
 # ----------------------------------------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict:
+    """Runs the command line argv (default: sys.argv's) and returns the summary; a mistake in it is
+    printed as one line to stderr and raised as UsageError (exit status 2)."""
+    try:
+        return run(argv)
+    except UsageError as error:
+        print(error, file=sys.stderr, flush=True)
+        raise
+
+
+def run(argv: Optional[Sequence[str]]) -> Dict:
     args = parse_args(argv)
     ckpt = None
     if args.resume is not None:
         args, ckpt = restore_args(args)
+    else:
+        guard_out_dir(args)
     parallel = distributed.start(args)
     with parallel.main_rank_first():
         data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
     print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
     shortest = min(len(data.train), len(data.val))
     if shortest <= args.context + 1:
-        raise SystemExit(f"train_lm: the text is too short for --context {args.context}: its smaller split has "
+        raise UsageError(f"train_lm: the text is too short for --context {args.context}: its smaller split has "
                          f"{shortest} tokens, it needs more than {args.context + 1}")
     if data.tokenizer.get_vocab_size() < args.vocab:
         print(f"note: the text supports only {data.tokenizer.get_vocab_size()} BPE tokens (--vocab {args.vocab}); "
               "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)
+    if ckpt is not None:
+        check_same_tokens(args, ckpt, data)
+    remove_previous_run(args)
     if args.compare:
         return compare(args, data)
     return train(args, data, ckpt, parallel)

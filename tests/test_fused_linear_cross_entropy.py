@@ -1,4 +1,4 @@
-"""Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5) through Python:
+"""Vocabulary-parallel fused linear cross entropy (specification section 5) through Python:
 tg.fused_linear_online_max_sum, tg.fused_cross_entropy_loss_with_max_sum,
 tg.fused_linear_cross_entropy_loss_grad and the single-process tg.fused_linear_cross_entropy with its
 options (linear bias, class weights, label smoothing, z-loss, softcap, grad_output; issue 12) and plans,

@@ -3,10 +3,12 @@ cache, resume after an interruption (the same losses as the uninterrupted run), 
 losses of tilegrad and PyTorch side by side."""
 
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -223,8 +225,9 @@ def test_ctrl_c_requests_a_stop_between_steps():
     (["--filter", "--baseline"], "--filter applies to the tilegrad path"),
 ])
 def test_bad_flags_name_the_flag_and_value(argv, message):
-    with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         train_lm.parse_args(argv)
+    assert info.value.code == 2  # argparse's status for a command-line mistake
 
 
 def test_text_too_short_for_the_context_is_refused(tmp_path):
@@ -271,3 +274,257 @@ def test_compare_with_filter_pairs_filtered_with_exact_tilegrad():
     assert train_lm.child_command(args, "filtered")[-2:] == ["--filter", repr(2.0 ** -8)]
     assert "--filter" not in train_lm.child_command(args, "tilegrad")
     assert train_lm.compared_paths(train_lm.parse_args(["--quick", "--compare"])) == train_lm.PATHS
+
+
+# ----------------------------------------------------------------------------------------------------
+# Never losing a run, never answering with a traceback (issue 29)
+# ----------------------------------------------------------------------------------------------------
+
+def cli(*argv, cwd=None):
+    """The example run as a user runs it: (exit status, stdout, stderr)."""
+    result = subprocess.run([sys.executable, str(EXAMPLES / "train_lm.py"), *map(str, argv)], cwd=cwd,
+                            capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout, result.stderr
+
+
+def folder_bytes(folder: Path):
+    """Every file under folder with its contents (to show that nothing was touched)."""
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def refusal(argv, main=False):
+    """The one-line message and exit status 2 of a command line train_lm refuses (in this process)."""
+    with pytest.raises(SystemExit) as info:
+        (train_lm.main if main else train_lm.parse_args)([str(a) for a in argv])
+    assert info.value.code == 2, info.value
+    message = str(info.value)
+    assert message.startswith("train_lm: ") and "\n" not in message
+    return message
+
+
+def test_a_new_run_into_a_folder_holding_a_run_is_refused_until_overwrite(compare_run, tmp_path):
+    """The same command retyped (or the default --out) must not silently replace a saved run: exit 2
+    with one line naming the folder and the ways on, nothing touched; --overwrite then starts over."""
+    _, cache, _ = compare_run
+    run = tmp_path / "run"
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--out", str(run)]
+    train_lm.main(common + ["--stop-at", "6"])
+    before = folder_bytes(run)
+    assert sorted(before) == [train_lm.CHECKPOINT, train_lm.LOG, train_lm.SUMMARY]
+    status, stdout, stderr = cli(*common, "--stop-at", "2")
+    assert status == 2 and "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    for part in (f"--out {run} already holds a run", train_lm.CHECKPOINT, f"--resume {run}", "--overwrite",
+                 "new --out"):
+        assert part in stderr, (part, stderr)
+    assert folder_bytes(run) == before
+    train_lm.main(common + ["--stop-at", "2", "--overwrite"])
+    assert torch.load(run / train_lm.CHECKPOINT, weights_only=True)["completed"] == 2
+    assert [s for s, _ in records(run / train_lm.LOG, "train_loss")] == [1, 2]  # a fresh log
+
+
+def test_the_default_out_folder_is_guarded_too(tmp_path):
+    """No --out: runs/train_lm_quick under the working directory, refused when it holds a checkpoint."""
+    default = tmp_path / "runs" / "train_lm_quick"
+    default.mkdir(parents=True)
+    (default / train_lm.CHECKPOINT).write_bytes(b"a run of 40 steps")
+    status, _, stderr = cli("--quick", cwd=tmp_path)
+    assert status == 2 and "Traceback" not in stderr
+    assert "--out runs/train_lm_quick already holds a run (checkpoint.pt)" in stderr, stderr
+    assert (default / train_lm.CHECKPOINT).read_bytes() == b"a run of 40 steps"
+
+
+def test_compare_into_a_folder_holding_its_runs_is_refused(tmp_path):
+    (tmp_path / "tilegrad").mkdir()
+    (tmp_path / "tilegrad" / train_lm.LOG).write_text('{"step": 0, "val_loss": 6.2}\n')
+    message = refusal(["--quick", "--compare", "--out", tmp_path], main=True)
+    assert f"--out {tmp_path} already holds a run (tilegrad/log.jsonl)" in message
+    assert "--resume" not in message  # no checkpoint there to continue
+    assert (tmp_path / "tilegrad" / train_lm.LOG).read_text() == '{"step": 0, "val_loss": 6.2}\n'
+    args = train_lm.parse_args(["--quick", "--compare", "--out", str(tmp_path), "--overwrite"])
+    assert train_lm.child_command(args, "tilegrad")[-1] == "--overwrite"  # each run starts over too
+
+
+def test_binary_and_non_utf8_text_is_refused_naming_the_file_and_the_byte(tmp_path):
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"PK\x03\x04" + bytes(range(256)))
+    message = refusal(["--text", binary])
+    assert f"--text {binary} is binary (a NUL byte at offset 4" in message
+    latin1 = tmp_path / "latin1.txt"
+    text = "first line\nsecond line\nthe caf\u00e9 on the third line\n"
+    latin1.write_bytes(text.encode("latin-1"))
+    offset = text.index("\u00e9")  # one byte per character in Latin-1
+    message = refusal(["--text", latin1])
+    assert f"--text {latin1} is not UTF-8: byte 0xe9 at offset {offset} (line 3)" in message
+    assert "iconv" in message
+
+
+def test_out_and_cache_dir_naming_a_file_are_refused(tmp_path):
+    file = tmp_path / "notes.txt"
+    file.write_text("not a folder")
+    assert f"--out must name a folder, got {file}, and {file} is a file" in refusal(["--out", file])
+    assert f"and {file} is a file" in refusal(["--out", file / "run"])
+    assert f"--cache-dir must name a folder, got {file}" in refusal(["--cache-dir", file])
+    assert file.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("contents, why", [
+    (b"", "an empty file"),
+    (b"\x80\x02garbage that is no zip archive", "torch.load failed"),
+    ("truncated", "torch.load failed"),
+    ("foreign", "not a train_lm checkpoint"),
+])
+def test_resume_of_an_unreadable_checkpoint_is_refused(tmp_path, contents, why):
+    """An empty, damaged or foreign checkpoint.pt: one line naming it, never torch's advice to unpickle
+    it with weights_only=False."""
+    file = tmp_path / train_lm.CHECKPOINT
+    if contents == "foreign":
+        torch.save({"weights": torch.ones(3)}, file)
+    elif contents == "truncated":
+        torch.save({"model": {"w": torch.ones(1000)}, "optimizer": {}, "completed": 3, "args": {}}, file)
+        file.write_bytes(file.read_bytes()[:-200])
+    else:
+        file.write_bytes(contents)
+    before = file.read_bytes()
+    message = refusal(["--resume", tmp_path], main=True)
+    assert f"--resume {tmp_path}: {file} cannot be resumed ({why}" in message
+    assert "weights_only" not in message and f"--out {tmp_path} --overwrite" in message
+    assert file.read_bytes() == before
+
+
+def test_an_odd_head_dimension_is_refused_with_a_working_suggestion():
+    message = refusal(["--dim", "66", "--heads", "2"])
+    assert "--dim / --heads must give an even head dimension, got --dim 66 / --heads 2 = 33" in message
+    suggested = int(message.split("e.g. --dim ")[1].rstrip(")"))
+    args = train_lm.parse_args(["--dim", str(suggested), "--heads", "2"])
+    assert args.dim // args.heads % 2 == 0
+
+
+def test_resume_refuses_typed_flags_that_differ_from_the_checkpoint(compare_run, tmp_path):
+    """Only typed flags count: --resume DIR --dim 128 --baseline names both with the saved values and
+    touches nothing; flags typed with the checkpoint's own values, and --steps / --lr, are accepted."""
+    _, cache, _ = compare_run
+    run = tmp_path / "run"
+    train_lm.main(["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--out", str(run),
+                   "--stop-at", "4", "--steps", "6"])
+    before = folder_bytes(run)
+    message = refusal(["--resume", run, "--dim", "128", "--baseline", "--corpus", "pydoc"], main=True)
+    assert "--dim 128 (checkpoint: --dim 64)" in message and "--baseline (checkpoint: no --baseline)" in message
+    assert "--corpus" not in message.split("drop them")[0]  # the saved value, typed: no conflict
+    assert "--vocab" not in message  # not typed: never compared
+    assert folder_bytes(run) == before
+    resumed = train_lm.main(["--resume", str(run), "--quick", "--dim", "64", "--steps", "8", "--lr", "1e-3",
+                             "--sample-tokens", "0"])
+    assert resumed["steps"] == 8
+    lrs = {r["step"]: r["lr"] for r in train_lm.read_log(run / train_lm.LOG) if "lr" in r}
+    assert lrs[5] == pytest.approx(train_lm.learning_rate(4, 8, 1e-3))  # the new schedule from step 5 on
+    assert lrs[4] == pytest.approx(train_lm.learning_rate(3, 6, train_lm.DEFAULTS["lr"]))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--resume", "RUN", "--overwrite"], "--overwrite starts a new run, --resume RUN continues one"),
+    (["--resume", "RUN", "--out", "OTHER"], "--resume RUN writes into RUN, got --out OTHER: drop --out"),
+    (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    (["--seed", str(2 ** 70)], f"--seed must be in [0, 2^32), got {2 ** 70}"),
+    (["--vocab", "1000000000"], "--vocab must be <= 1048576, got 1000000000"),
+])
+def test_more_bad_flags_are_refused(argv, message):
+    assert message in refusal(argv)
+
+
+def test_a_diverging_run_stops_without_saving_and_keeps_the_good_checkpoint(compare_run, tmp_path):
+    """--lr 30: the loss becomes NaN; the run stops naming the step and the loss and advising a lower
+    --lr, without a NaN checkpoint over the good one, a NaN in the log or a crash in sampling."""
+    _, cache, _ = compare_run
+    run = tmp_path / "run"
+    train_lm.main(["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--out", str(run),
+                   "--stop-at", "3"])
+    good = (run / train_lm.CHECKPOINT).read_bytes()
+    with pytest.raises(SystemExit) as info:
+        train_lm.main(["--resume", str(run), "--lr", "30"])
+    message = str(info.value)
+    assert info.value.code == message and "\n" not in message  # printed as the one line, exit status 1
+    step = int(message.split("step ")[1].split(":")[0])
+    assert f"train_lm: step {step}: the training loss is nan" in message or \
+        f"train_lm: step {step}: the validation loss is nan" in message, message
+    for part in ("stopped without saving a checkpoint", "--lr 30.0 is probably too high",
+                 f"--resume {run} --lr SMALLER"):
+        assert part in message, (part, message)
+    assert (run / train_lm.CHECKPOINT).read_bytes() == good
+    logged = train_lm.read_log(run / train_lm.LOG)
+    assert all(math.isfinite(v) for r in logged for k, v in r.items() if k.endswith("loss"))
+    assert max(r["step"] for r in logged) in (step - 1, step)
+    fresh = tmp_path / "fresh"  # a new run: nothing saved at all, the way on is to start over
+    with pytest.raises(SystemExit, match=r"the training loss is nan .*start over with --overwrite --lr SMALLER"):
+        train_lm.main(["--quick", "--cache-dir", str(cache), "--out", str(fresh), "--lr", "30"])
+    assert not (fresh / train_lm.CHECKPOINT).exists() and not (fresh / train_lm.SUMMARY).exists()
+
+
+def test_weights_gone_non_finite_are_never_saved(compare_run, tmp_path, monkeypatch):
+    """A step whose update leaves an infinite weight behind a finite loss, then a stop (--stop-at, as
+    Ctrl-C) before any validation: the run refuses to save, the good checkpoint stays."""
+    _, cache, _ = compare_run
+    run = tmp_path / "run"
+    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--eval-interval", "20"]
+    train_lm.main(common + ["--out", str(run), "--stop-at", "2"])
+    good = (run / train_lm.CHECKPOINT).read_bytes()
+    real_step = train_lm.train_step
+
+    def step_then_break_a_weight(model, *args):
+        loss = real_step(model, *args)
+        with torch.no_grad():
+            next(model.parameters())[0, 0] = float("inf")
+        return loss
+
+    monkeypatch.setattr(train_lm, "train_step", step_then_break_a_weight)
+    with pytest.raises(SystemExit, match=r"step 3: the weights are no longer finite \(diverged\); stopped without"):
+        train_lm.main(["--resume", str(run), "--stop-at", "3"])
+    assert (run / train_lm.CHECKPOINT).read_bytes() == good
+
+
+def test_resume_on_a_text_changed_since_warns_or_refuses(tmp_path, capfd):
+    """--text edited after the checkpoint: other tokens, so the run is not the one saved: a loud
+    warning; a vocabulary the checkpoint's model cannot take: one line, exit 2, instead of
+    load_state_dict's traceback."""
+    docs = train_lm.load_documents(None)
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(docs[:30]))
+    run = tmp_path / "run"
+    train_lm.main(["--quick", "--text", str(text), "--cache-dir", str(tmp_path / "cache"), "--out", str(run),
+                   "--stop-at", "2"])
+    text.write_text("".join(docs[30:60]))
+    resumed = train_lm.main(["--resume", str(run), "--stop-at", "3"])
+    assert resumed["steps"] == 3
+    assert f"warning: --resume {run}: the text gives other tokens than those the checkpoint was trained on" \
+        in capfd.readouterr().err
+    text.write_text("ab\n" * 20_000)  # a handful of BPE tokens: fewer rows than the checkpoint's embedding
+    before = folder_bytes(run)
+    message = refusal(["--resume", run], main=True)
+    assert f"--resume {run}: the text gives a vocabulary of" in message and "the checkpoint's model has 512" in message
+    assert folder_bytes(run) == before
+
+
+def test_ctrl_c_in_compare_lets_the_run_save_its_checkpoint(compare_run, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during --compare: the training
+    process finishes its step and saves, however long that takes (here: a validation at every step),
+    and --compare stops with one line, no traceback."""
+    _, cache, _ = compare_run
+    out = tmp_path / "compare"
+    cmd = [sys.executable, str(EXAMPLES / "train_lm.py"), "--quick", "--compare", "--out", str(out),
+           "--cache-dir", str(cache), "--eval-interval", "1", "--eval-batches", "64"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    log = out / "tilegrad" / train_lm.LOG
+    try:
+        deadline = time.monotonic() + 120
+        while len(records(log, "train_loss") if log.is_file() else []) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no 2 steps logged"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    completed = torch.load(out / "tilegrad" / train_lm.CHECKPOINT, weights_only=True)["completed"]
+    assert completed >= 2 and f"stopped after step {completed}; checkpoint saved" in stdout
+    assert f"--compare stopped by Ctrl-C in the run in {out / 'tilegrad'}: continue it with --resume" in stderr
+    assert not (out / "pytorch").exists()  # the second run never started

@@ -1,4 +1,4 @@
-// Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5) and the single-process
+// Vocabulary-parallel fused linear cross entropy (specification section 5) and the single-process
 // fused op. Optional tensors are pointers (nullptr: absent). All functions throw tilegrad::Error.
 #pragma once
 

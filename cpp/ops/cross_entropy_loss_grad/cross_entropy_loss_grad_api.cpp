@@ -1,4 +1,4 @@
-// aclnnCrossEntropyLossGrad: validation (SEMANTICS sections 0 and 3), launch, native C++ API and C ABI.
+// aclnnCrossEntropyLossGrad: validation (specification sections 0 and 3), launch, native C++ API and C ABI.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,7 +35,7 @@ void require_same_dtype(const char* arg, const TensorView& t, const TensorView& 
   core::require_same_dtype(kOp, arg, t, "logProb", log_prob);
 }
 
-// Validation in the SEMANTICS order: dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
+// Validation in the specification's order (section 0): dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
 Reduction validate(const GradArgs& a) {
   const bool has_w = present(a.weight), has_gz = present(a.grad_zloss), has_lse = present(a.lse);
   core::require_well_formed(kOp, "gradLoss", a.grad_loss);

@@ -316,7 +316,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
                          options=None, filter_eps: Union[None, str, float] = None,
-                         filter_tolerance: Optional[float] = None, filter_weight_bound: str = "column") -> Tensor:
+                         filter_tolerance: Optional[float] = None, filter_weight_bound: str = "column",
+                         loss_dtype: Optional[torch.dtype] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices, with ``linear_bias``,
@@ -341,6 +342,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     ``filter_weight_bound``: grad_weight's bound under bounded filtering, ``"column"`` or ``"average"``
     (see :func:`tilegrad.fused_linear_cross_entropy`).
     Where torch's function runs (the cases above, tiny problems included) nothing is filtered.
+
+    ``loss_dtype`` (tilegrad extension; None: as above): the dtype of the returned loss.
+    ``torch.float32`` with 16-bit inputs returns the fused op's float32 loss unrounded (what Hugging
+    Face's causal-LM loss gives, which upcasts the logits first); where torch's function runs, the
+    projection is then computed in float32 too, so the loss is never rounded to 16 bits on the way.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
@@ -348,25 +354,43 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     weight_average = filter_weight_average(filter_weight_bound)
     if ignore_index is None:
         ignore_index = -100
-    loss_dtype = input.dtype
+    result_dtype = _check_loss_dtype(loss_dtype) or input.dtype
     cast = _autocast_dtype(input, linear_weight)
     if cast is not None:  # autocast runs the projection in its dtype and cross entropy in float32
         input, linear_weight = input.to(cast), linear_weight.to(cast)
         linear_bias = None if linear_bias is None else linear_bias.to(cast)
-        loss_dtype = torch.float32
+        result_dtype = loss_dtype or torch.float32
     args = (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing)
     supported = _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight)
     path = route(supported, input.dtype, linear_cross_entropy=_LCE.multiply_adds(input, linear_weight))
     if path in (Path.TORCH, Path.COMPOSITE):
-        return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
+        return _linear_cross_entropy_composite(*_widened(args, result_dtype), options).to(result_dtype)
     rows = _LCE.flatten_rows(input)
     if path is Path.COMPILE:
-        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average)
+        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average, result_dtype)
     else:
         class_weight = None if weight is None else weight.to(torch.float32)
         loss = _LCE.apply(rows, linear_weight, target.reshape(-1), linear_bias, class_weight, ignore_index,
                           label_smoothing, _ops.REDUCTION_CODES[reduction], eps, tol, weight_average)
-    return (loss.view(target.shape) if reduction == "none" else loss).to(loss_dtype)
+    return (loss.view(target.shape) if reduction == "none" else loss).to(result_dtype)
+
+
+def _check_loss_dtype(loss_dtype) -> Optional[torch.dtype]:
+    if loss_dtype is not None and not (isinstance(loss_dtype, torch.dtype) and loss_dtype.is_floating_point):
+        raise TypeError(f"tilegrad.torch.linear_cross_entropy: loss_dtype must be None or a floating-point "
+                        f"torch.dtype (torch.float32 for an unrounded float32 loss), got {loss_dtype!r}")
+    return loss_dtype
+
+
+def _widened(args: tuple, result_dtype: torch.dtype) -> tuple:
+    """``(input, linear_weight, target, linear_bias, ...)`` with the projection's operands in
+    ``result_dtype`` where that is wider than the input's: torch's composite then forms float32
+    logits as the fused op does, instead of a 16-bit loss that a cast could not unround."""
+    input, linear_weight, target, linear_bias = args[:4]
+    if not (input.is_floating_point() and result_dtype.itemsize > input.dtype.itemsize):
+        return args
+    linear_bias = None if linear_bias is None else linear_bias.to(result_dtype)
+    return (input.to(result_dtype), linear_weight.to(result_dtype), target, linear_bias) + args[4:]
 
 
 def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight) -> bool:
@@ -380,7 +404,7 @@ def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, w
 
 
 def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
-                              label_smoothing, eps, tol, weight_average):
+                              label_smoothing, eps, tol, weight_average, result_dtype):
     """Under torch.compile: the torch.ops.tilegrad ops (they have fake kernels)."""
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                  for t in (rows, linear_weight, linear_bias))
@@ -393,8 +417,8 @@ def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, 
         return loss
     if linear_bias is None and weight is None and label_smoothing == 0.0:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index)
-    return _linear_cross_entropy_composite(rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction,
-                                           ignore_index, label_smoothing, None)
+    args = (rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction, ignore_index, label_smoothing)
+    return _linear_cross_entropy_composite(*_widened(args, result_dtype), None)
 
 
 def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index):
