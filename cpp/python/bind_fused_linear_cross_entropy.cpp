@@ -4,7 +4,7 @@
 
 #include "core/gemm.h"
 #include "core/tensor.h"
-#include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
+#include "ops/loss/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
 #include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
