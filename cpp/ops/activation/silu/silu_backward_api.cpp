@@ -3,7 +3,6 @@
 
 #include "aclnnop/aclnn_silu_backward.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
@@ -93,7 +92,7 @@ OutputSpec silu_backward_output_spec(const TensorView& grad_output, const Tensor
 
 void silu_backward(const TensorView& grad_output, const TensorView& self, const TensorView& grad_input) {
   ops::SiluBackwardLaunch launch(grad_output, self, grad_input);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

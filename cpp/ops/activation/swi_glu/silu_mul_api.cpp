@@ -1,12 +1,11 @@
 // silu_mul / silu_mul_grad: the SwiGLU formula on two separate tensors, out = silu(gate) * up, the way
 // a Llama MLP combines its gate and up projections (no aclnn operator: the vendor's SwiGlu takes the
 // two halves of one tensor). The same span kernels and launch as aclnnSwiGlu / aclnnSwiGluGrad.
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/activation/swi_glu/swi_glu_checks.h"
-#include "ops/activation/swi_glu/swi_glu_launch.h"
 #include "ops/activation/swi_glu/swi_glu_grad_kernel.h"
+#include "ops/activation/swi_glu/swi_glu_launch.h"
 #include "tilegrad/swi_glu.hpp"
 
 namespace tilegrad::ops {
@@ -45,7 +44,7 @@ void silu_mul(const TensorView& gate, const TensorView& up, const TensorView& ou
   require_output(kFwd, "out", out, "gate", gate, {{"gate", &gate}, {"up", &up}});
   SwiGluSpansLaunch launch(gate.dtype, {&out, &gate, &up}, 1, swi_glu_kernel);
   launch.record(kFwd, {{"gate", &gate}, {"up", &up}, {"out", &out}}, -1);
-  core::run_now_named(kFwd, launch);
+  core::run_now(kFwd, launch);
 }
 
 void silu_mul_grad(const TensorView& dy, const TensorView& gate, const TensorView& up, const TensorView& d_gate,
@@ -61,7 +60,7 @@ void silu_mul_grad(const TensorView& dy, const TensorView& gate, const TensorVie
   core::require_no_partial_overlap(kGrad, "d_up", d_up, "d_gate", d_gate, false);
   SwiGluSpansLaunch launch(gate.dtype, {&d_gate, &d_up, &dy, &gate, &up}, 2, swi_glu_grad_kernel);
   launch.record(kGrad, {{"dy", &dy}, {"gate", &gate}, {"up", &up}, {"d_gate", &d_gate}, {"d_up", &d_up}}, -1);
-  core::run_now_named(kGrad, launch);
+  core::run_now(kGrad, launch);
 }
 
 }  // namespace tilegrad

@@ -3,7 +3,6 @@
 
 #include "aclnnop/aclnn_swi_glu.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
@@ -79,7 +78,7 @@ OutputSpec swi_glu_output_spec(const TensorView& x, int64_t dim) {
 
 void swi_glu(const TensorView& x, int64_t dim, const TensorView& out) {
   ops::SwiGluLaunch launch(x, dim, out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -4,16 +4,15 @@
 
 #include "aclnnop/aclnn_swi_glu_grad.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
 #include "ops/activation/swi_glu/swi_glu_checks.h"
+#include "ops/activation/swi_glu/swi_glu_grad_kernel.h"
 #include "ops/activation/swi_glu/swi_glu_halves.h"
 #include "ops/activation/swi_glu/swi_glu_tiling.h"
-#include "ops/activation/swi_glu/swi_glu_grad_kernel.h"
 #include "tilegrad/swi_glu.hpp"
 
 namespace tilegrad::ops {
@@ -88,7 +87,7 @@ OutputSpec swi_glu_grad_output_spec(const TensorView& y_grad, const TensorView& 
 
 void swi_glu_grad(const TensorView& y_grad, const TensorView& x, int64_t dim, const TensorView& out) {
   ops::SwiGluGradLaunch launch(y_grad, x, dim, out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -6,7 +6,6 @@
 
 #include "aclnnop/aclnn_embedding_dense_backward.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -354,7 +353,7 @@ void embedding_dense_backward(const TensorView& grad, const TensorView& indices,
   core::check(num_weights >= 0, ops::kOp, ": numWeights must be >= 0, got ", num_weights);
   ops::EmbeddingDenseBackwardLaunch launch(grad, indices, static_cast<uint64_t>(num_weights),
                                            static_cast<uint64_t>(padding_idx), scale_grad_by_freq, out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

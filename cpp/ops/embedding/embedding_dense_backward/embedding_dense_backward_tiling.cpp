@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/checked_size.h"
+#include "core/workspace.h"
 
 namespace tilegrad::ops {
 namespace {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits.h"
-#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
@@ -20,10 +19,10 @@
 #include "core/reduction.h"
 #include "core/tensor.h"
 #include "core/vec1.h"
-#include "ops/loss/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_kernel.h"
-#include "ops/loss/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_tiling.h"
 #include "ops/loss/binary_cross_entropy_with_logits/bce_checks.h"
 #include "ops/loss/binary_cross_entropy_with_logits/bce_operand.h"
+#include "ops/loss/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_kernel.h"
+#include "ops/loss/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_tiling.h"
 #include "tilegrad/binary_cross_entropy_with_logits.hpp"
 
 namespace tilegrad::ops {
@@ -171,7 +170,7 @@ void binary_cross_entropy_with_logits(const TensorView& self, const TensorView& 
                                       const TensorView& pos_weight, Reduction reduction, const TensorView& out) {
   ops::BceForwardLaunch launch(self, target, ops::bce_optional(weight), ops::bce_optional(pos_weight),
                                core::reduction_arg(reduction), out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
-#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/elementwise.h"
 #include "core/elementwise_run.h"
@@ -107,7 +106,7 @@ void binary_cross_entropy_with_logits_backward(const TensorView& grad_output, co
                                                const TensorView& out) {
   ops::BceBackwardLaunch launch(grad_output, self, target, ops::bce_optional(weight), ops::bce_optional(pos_weight),
                                 core::reduction_arg(reduction), out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/tiling.h"
+#include "core/workspace.h"
 
 namespace tilegrad::ops {
 
@@ -12,7 +13,8 @@ namespace {
 void plan_blocks(BceForwardTiling& t, int64_t numel, const core::Platform& platform) {
   t.block_elems = kBceForwardBlockElems;
   t.num_blocks = (numel + t.block_elems - 1) / t.block_elems;
-  t.workspace_bytes = static_cast<uint64_t>(t.num_blocks) * sizeof(double);
+  t.workspace_bytes =
+      static_cast<uint64_t>(core::checked_mul("aclnnBinaryCrossEntropyWithLogits", "workspace block sums", t.num_blocks, 8));
   t.tiles.numel = numel;
   if (numel <= 0) return;
   const int64_t threads = std::min(core::useful_threads(numel, platform), t.num_blocks);

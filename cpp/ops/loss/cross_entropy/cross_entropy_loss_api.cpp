@@ -10,13 +10,13 @@
 
 #include "aclnnop/aclnn_cross_entropy_loss.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "core/vec1.h"
+#include "core/workspace.h"
 #include "ops/loss/cross_entropy/cross_entropy_common.h"
 #include "ops/loss/cross_entropy/cross_entropy_loss_kernel.h"
 #include "ops/loss/cross_entropy/cross_entropy_loss_tiling.h"
@@ -144,8 +144,7 @@ class CrossEntropyLossLaunch final : public core::Launch {
     bytes_weight_ = static_cast<uint64_t>(layout.bytes()) - bytes_rows_;
     bytes_tile_ = (in_contiguous_ && out_contiguous_)
                       ? 0
-                      : static_cast<uint64_t>(core::checked_align64(
-                            kOp, "workspace tile buffers", core::checked_mul(kOp, "workspace tile buffers", tiling_.chunk_cols, es_ * 2)));
+                      : static_cast<uint64_t>(core::aligned_bytes(kOp, "workspace tile buffers", tiling_.chunk_cols, es_ * 2));
     layout.take("workspace tile buffers", tiling_.num_tiles, static_cast<int64_t>(bytes_tile_));
     workspace_bytes_ = static_cast<uint64_t>(layout.bytes());
     trace_.record(kOp, {{"input", &a_.input}, {"target", &a_.target}, {"weightOptional", &a_.weight},
@@ -182,8 +181,6 @@ class CrossEntropyLossLaunch final : public core::Launch {
   }
 
  private:
-  static uint64_t align(uint64_t b) { return (b + 63) / 64 * 64; }
-
   const char* in_elem(int64_t i, int64_t j) const {
     return static_cast<const char*>(a_.input.data) + (i * a_.input.strides[0] + j * a_.input.strides[1]) * es_;
   }
@@ -333,7 +330,7 @@ void cross_entropy_loss(const TensorView& input, const TensorView& target, const
                         const TensorView& zloss, const TensorView& lse_for_zloss) {
   ops::LossArgs a{input, target, weight, loss, log_prob, zloss, lse_for_zloss, ops::ce::attributes_of(o)};
   ops::CrossEntropyLossLaunch launch(a);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

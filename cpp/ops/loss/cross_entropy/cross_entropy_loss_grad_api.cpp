@@ -7,12 +7,12 @@
 
 #include "aclnnop/aclnn_cross_entropy_loss_grad.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "core/vec1.h"
+#include "core/workspace.h"
 #include "ops/loss/cross_entropy/cross_entropy_common.h"
 #include "ops/loss/cross_entropy/cross_entropy_loss_grad_kernel.h"
 #include "ops/loss/cross_entropy/cross_entropy_loss_grad_tiling.h"
@@ -204,7 +204,7 @@ void cross_entropy_loss_grad(const TensorView& grad_loss, const TensorView& log_
                              const CrossEntropyOptions& o, const TensorView& x_grad) {
   ops::GradArgs a{grad_loss, log_prob, target, weight, grad_zloss, lse_for_zloss, x_grad, ops::ce::attributes_of(o)};
   ops::CrossEntropyLossGradLaunch launch(a);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

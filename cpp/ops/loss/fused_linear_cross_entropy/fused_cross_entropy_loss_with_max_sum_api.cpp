@@ -116,7 +116,7 @@ void fused_cross_entropy_loss_with_max_sum(const TensorView& logits_max, const T
   ops::Args a{logits_max, sum_exp_logits, predicted_logits, loss, logits ? *logits : TensorView{},
               logits ? *softmax : TensorView{}};
   ops::LossWithMaxSumLaunch launch(a, label_smoothing);
-  core::run_now(launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

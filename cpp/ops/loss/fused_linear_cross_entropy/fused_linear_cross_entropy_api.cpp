@@ -144,7 +144,7 @@ class FusedLaunch final : public core::Launch {
     const int64_t bt = a.input.shape[0], h = a.input.shape[1], v = a.weight.shape[0];
     // An absent gradient is never a GEMM operand; without grad_weight no fp32 accumulator is planned.
     const bool want_gi = core::present(a.gin), want_gw = core::present(a.gw);
-    tiling_ = flce_fused_tiling(bt, h, v, dtype_size(a.input.dtype), flce_gemmable(a.input), flce_gemmable(a.weight),
+    tiling_ = flce_fused_tiling(kOp, bt, h, v, dtype_size(a.input.dtype), flce_gemmable(a.input), flce_gemmable(a.weight),
                                 !want_gi || flce_gemmable(a.gin), !want_gw || flce_gemmable(a.gw),
                                 o.memory_budget > 0 ? o.memory_budget : flce_budget(), p, want_gw);
     trace_.record(kOp, {{"input", &a_.input}, {"weight", &a_.weight}, {"target", &a_.target}, {"bias", &a_.bias},
@@ -484,7 +484,7 @@ void fused_linear_cross_entropy_ex(const TensorView& input, const TensorView& we
               ops::optional(options.grad_bias),
               ops::optional(options.z_loss)};
   ops::FusedLaunch launch(a, ignore_index, reduction, options);
-  core::run_now(launch);
+  core::run_now(ops::kOp, launch);
 }
 
 void fused_linear_cross_entropy(const TensorView& input, const TensorView& weight, const TensorView& target,

@@ -101,7 +101,7 @@ class LossGradLaunch final : public core::Launch {
  public:
   LossGradLaunch(const Args& a, float label_smoothing, int64_t budget) : a_(a) {
     validate(a_, label_smoothing);
-    tiling_ = flce_grad_tiling(a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
+    tiling_ = flce_grad_tiling(kOp, a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
                                !core::present(a.softmax), flce_gemmable(a.input), flce_gemmable(a.weight),
                                flce_gemmable(a.gin), flce_gemmable(a.gw), budget, core::Platform::current());
     trace_.record(kOp, {{"grad", &a_.grad}, {"input", &a_.input}, {"weight", &a_.weight}, {"targetMask", &a_.mask},
@@ -168,7 +168,7 @@ void fused_linear_cross_entropy_loss_grad(const TensorView& grad, const TensorVi
               grad_input,
               grad_weight};
   ops::LossGradLaunch launch(a, label_smoothing, ops::flce_budget());
-  core::run_now(launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

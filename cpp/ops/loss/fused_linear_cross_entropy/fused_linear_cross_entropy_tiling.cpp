@@ -3,10 +3,22 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/workspace.h"
+
 namespace tilegrad::ops {
 namespace {
 
-uint64_t align64(uint64_t x) { return (x + 63) / 64 * 64; }
+// Reserves count * elem_bytes bytes named `what` in ws: the region's offset and (unpadded) size.
+void place(core::WorkspaceLayout& ws, const char* op, const char* what, int64_t count, int64_t elem_bytes,
+           uint64_t& offset, uint64_t& bytes) {
+  bytes = static_cast<uint64_t>(core::checked_mul(op, what, count, elem_bytes));
+  offset = static_cast<uint64_t>(ws.take(what, count, elem_bytes));
+}
+
+// rows x cols elements, checked.
+int64_t elements(const char* op, const char* what, int64_t rows, int64_t cols) {
+  return core::checked_mul(op, what, rows, cols);
+}
 
 // Splits n into near-equal chunks of about `target` (multiples of 16 unless the whole of n), never
 // smaller than min(n, kFlceMinChunk).
@@ -66,7 +78,7 @@ const char* flce_plan_name(FlcePlan p) {
   }
 }
 
-FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
+FlceForwardTiling flce_forward_tiling(const char* op, int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable,
                                       bool weight_gemmable, int64_t budget_bytes, const core::Platform& platform) {
   FlceForwardTiling t;
   static_cast<FlceProblem&>(t) = FlceProblem(bt, h, v, platform);
@@ -75,27 +87,22 @@ FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t 
   pick_chunks(bt, v, 4, budget_bytes, &t.bt_chunk, &t.v_chunk);
   t.num_bt_chunks = ceil_div(bt, t.bt_chunk);
   t.num_v_chunks = ceil_div(v, t.v_chunk);
-  uint64_t off = 0;
-  t.logits_offset = off;
-  t.logits_bytes = uint64_t(t.bt_chunk) * t.v_chunk * 4;
-  off += align64(t.logits_bytes);
-  if (!input_gemmable && h > 0) {
-    t.input_copy_offset = off;
-    t.input_copy_bytes = uint64_t(bt) * h * dtype_size;
-    off += align64(t.input_copy_bytes);
-  }
-  if (!weight_gemmable && h > 0) {
-    t.weight_copy_offset = off;
-    t.weight_copy_bytes = uint64_t(v) * h * dtype_size;
-    off += align64(t.weight_copy_bytes);
-  }
-  t.workspace_bytes = off;
+  core::WorkspaceLayout ws(op);
+  place(ws, op, "workspace logits block", elements(op, "workspace logits block", t.bt_chunk, t.v_chunk), 4,
+        t.logits_offset, t.logits_bytes);
+  if (!input_gemmable && h > 0)
+    place(ws, op, "workspace input copy", elements(op, "workspace input copy", bt, h), dtype_size, t.input_copy_offset,
+          t.input_copy_bytes);
+  if (!weight_gemmable && h > 0)
+    place(ws, op, "workspace weight copy", elements(op, "workspace weight copy", v, h), dtype_size,
+          t.weight_copy_offset, t.weight_copy_bytes);
+  t.workspace_bytes = static_cast<uint64_t>(ws.bytes());
   return t;
 }
 
 namespace {
 
-FlceGradTiling grad_tiling_for_order(int64_t bt, int64_t h, int64_t v, int64_t dsize, bool recompute, bool in_ok,
+FlceGradTiling grad_tiling_for_order(const char* op, int64_t bt, int64_t h, int64_t v, int64_t dsize, bool recompute, bool in_ok,
                                      bool w_ok, bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p,
                                      bool v_outer) {
   FlceGradTiling t;
@@ -113,49 +120,38 @@ FlceGradTiling grad_tiling_for_order(int64_t bt, int64_t h, int64_t v, int64_t d
   t.grad_weight_direct = t.num_bt_chunks == 1 && gw_ok;
   t.acc_input_rows = t.grad_input_direct ? 0 : (v_outer ? bt : t.bt_chunk);
   t.acc_weight_rows = t.grad_weight_direct ? 0 : (v_outer ? t.v_chunk : v);
-  const uint64_t block = uint64_t(t.bt_chunk) * t.v_chunk;
-  uint64_t off = 0;
-  if (recompute) {
-    t.logits_offset = off;
-    t.logits_bytes = block * 4;
-    off += align64(t.logits_bytes);
-  }
+  const int64_t block = elements(op, "workspace logits block", t.bt_chunk, t.v_chunk);
+  core::WorkspaceLayout ws(op);
+  if (recompute) place(ws, op, "workspace logits block", block, 4, t.logits_offset, t.logits_bytes);
   if (g_aliases_logits) {
     t.g_offset = t.logits_offset;
     t.g_bytes = t.logits_bytes;
   } else {
-    t.g_offset = off;
-    t.g_bytes = block * dsize;
-    off += align64(t.g_bytes);
+    place(ws, op, "workspace G block", block, dsize, t.g_offset, t.g_bytes);
   }
-  t.acc_input_offset = off;
-  t.acc_input_bytes = uint64_t(t.acc_input_rows) * h * 4;
-  off += align64(t.acc_input_bytes);
-  t.acc_weight_offset = off;
-  t.acc_weight_bytes = uint64_t(t.acc_weight_rows) * h * 4;
-  off += align64(t.acc_weight_bytes);
-  if (!in_ok) {
-    t.input_copy_offset = off;
-    t.input_copy_bytes = uint64_t(bt) * h * dsize;
-    off += align64(t.input_copy_bytes);
-  }
-  if (!w_ok) {
-    t.weight_copy_offset = off;
-    t.weight_copy_bytes = uint64_t(v) * h * dsize;
-    off += align64(t.weight_copy_bytes);
-  }
-  t.workspace_bytes = off;
+  place(ws, op, "workspace grad_input accumulator", elements(op, "workspace grad_input accumulator", t.acc_input_rows, h),
+        4, t.acc_input_offset, t.acc_input_bytes);
+  place(ws, op, "workspace grad_weight accumulator",
+        elements(op, "workspace grad_weight accumulator", t.acc_weight_rows, h), 4, t.acc_weight_offset,
+        t.acc_weight_bytes);
+  if (!in_ok)
+    place(ws, op, "workspace input copy", elements(op, "workspace input copy", bt, h), dsize, t.input_copy_offset,
+          t.input_copy_bytes);
+  if (!w_ok)
+    place(ws, op, "workspace weight copy", elements(op, "workspace weight copy", v, h), dsize, t.weight_copy_offset,
+          t.weight_copy_bytes);
+  t.workspace_bytes = static_cast<uint64_t>(ws.bytes());
   return t;
 }
 
 }  // namespace
 
-FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute,
+FlceGradTiling flce_grad_tiling(const char* op, int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute,
                                 bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
                                 bool grad_weight_gemmable, int64_t budget_bytes, const core::Platform& platform,
                                 int force_order) {
   const auto make = [&](bool v_outer) {
-    return grad_tiling_for_order(bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
+    return grad_tiling_for_order(op, bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
                                  grad_input_gemmable, grad_weight_gemmable, budget_bytes, platform, v_outer);
   };
   if (force_order == 1) return make(true);
@@ -164,7 +160,7 @@ FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_
   return b.workspace_bytes < a.workspace_bytes ? b : a;
 }
 
-FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsize, bool in_ok, bool w_ok,
+FlceFusedTiling flce_fused_tiling(const char* op, int64_t bt, int64_t h, int64_t v, int64_t dsize, bool in_ok, bool w_ok,
                                   bool gin_ok, bool gw_ok, int64_t budget, const core::Platform& p,
                                   bool gw_wanted) {
   FlceFusedTiling t;
@@ -176,7 +172,11 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
   const uint64_t per_row = uint64_t(v) * 4 + (dsize == 4 ? 0 : uint64_t(v) * dsize);
   const uint64_t b = uint64_t(std::max<int64_t>(budget, 0));
   // The fp32 grad_weight accumulator of 16-bit weights (none when grad_weight is not computed).
-  const uint64_t acc = dsize == 4 || !gw_wanted ? 0 : align64(uint64_t(v) * h * 4);
+  const uint64_t acc = dsize == 4 || !gw_wanted
+                           ? 0
+                           : static_cast<uint64_t>(core::aligned_bytes(
+                                 op, "workspace grad_weight accumulator",
+                                 elements(op, "workspace grad_weight accumulator", v, h), 4));
   int64_t rows = 0;
   if (ready && uint64_t(bt) * per_row + 128 <= b) {
     t.plan = FlcePlan::kWhole;
@@ -193,8 +193,8 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
     // copies leave (never less than the tilings' minimum chunks).
     int64_t block_budget = std::max<int64_t>(budget, 1);
     for (int round = 0; round < 4; ++round) {
-      t.fwd = flce_forward_tiling(bt, h, v, dsize, in_ok, w_ok, block_budget, p);
-      t.grad = flce_grad_tiling(bt, h, v, dsize, true, in_ok, w_ok, gin_ok, gw_ok, block_budget, p);
+      t.fwd = flce_forward_tiling(op, bt, h, v, dsize, in_ok, w_ok, block_budget, p);
+      t.grad = flce_grad_tiling(op, bt, h, v, dsize, true, in_ok, w_ok, gin_ok, gw_ok, block_budget, p);
       t.workspace_bytes = std::max(t.fwd.workspace_bytes, t.grad.workspace_bytes);
       if (t.workspace_bytes <= b || block_budget == 1) break;
       block_budget = std::max<int64_t>(1, block_budget - int64_t(t.workspace_bytes - b));
@@ -203,21 +203,14 @@ FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dsiz
   }
   t.chunk_rows = rows;
   t.num_chunks = ceil_div(bt, rows);
-  uint64_t off = 0;
-  t.logits_offset = off;
-  t.logits_bytes = uint64_t(rows) * v * 4;
-  off += align64(t.logits_bytes);
-  if (dsize != 4) {
-    t.g_offset = off;
-    t.g_bytes = uint64_t(rows) * v * dsize;
-    off += align64(t.g_bytes);
-  }
-  if (dsize != 4 && t.num_chunks > 1 && gw_wanted) {
-    t.acc_weight_offset = off;
-    t.acc_weight_bytes = uint64_t(v) * h * 4;
-    off += align64(t.acc_weight_bytes);
-  }
-  t.workspace_bytes = off;
+  const int64_t chunk = elements(op, "workspace logits chunk", rows, v);
+  core::WorkspaceLayout ws(op);
+  place(ws, op, "workspace logits chunk", chunk, 4, t.logits_offset, t.logits_bytes);
+  if (dsize != 4) place(ws, op, "workspace G chunk", chunk, dsize, t.g_offset, t.g_bytes);
+  if (dsize != 4 && t.num_chunks > 1 && gw_wanted)
+    place(ws, op, "workspace grad_weight accumulator", elements(op, "workspace grad_weight accumulator", v, h), 4,
+          t.acc_weight_offset, t.acc_weight_bytes);
+  t.workspace_bytes = static_cast<uint64_t>(ws.bytes());
   return t;
 }
 

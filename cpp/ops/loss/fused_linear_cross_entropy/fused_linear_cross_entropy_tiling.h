@@ -1,5 +1,6 @@
 // Tilings of the fused linear cross-entropy family: pure functions of the shapes, the dtype size,
-// which operands oneDNN can take in place, a memory budget and the Platform.
+// which operands oneDNN can take in place, a memory budget and the Platform (`op` names the operator
+// in the error of a workspace size that overflows int64).
 //
 // Forward (OnlineMaxSum): blocks of (bt_chunk x v_chunk) fp32 logits, one GEMM each, then the
 // online max / sum-exp per row. Gradient: blocks of (bt_chunk x v_chunk); per block G (fp32 ->
@@ -58,9 +59,9 @@ struct FlceForwardTiling : FlceProblem {
   TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
-TILEGRAD_API FlceForwardTiling flce_forward_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
-                                                   bool input_gemmable, bool weight_gemmable, int64_t budget_bytes,
-                                                   const core::Platform& platform);
+TILEGRAD_API FlceForwardTiling flce_forward_tiling(const char* op, int64_t bt, int64_t h, int64_t v,
+                                                   int64_t dtype_size, bool input_gemmable, bool weight_gemmable,
+                                                   int64_t budget_bytes, const core::Platform& platform);
 
 struct FlceGradTiling : FlceProblem {
   bool recompute = false;  // memory-saving mode: logits recomputed per block
@@ -104,16 +105,18 @@ struct FlceFusedTiling : FlceProblem {
   // and isa, the Platform's (the trace prints them; the plan depends on neither).
   TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
-TILEGRAD_API FlceFusedTiling flce_fused_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
-                                               bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
-                                               bool grad_weight_gemmable, int64_t budget_bytes,
-                                               const core::Platform& platform, bool grad_weight_wanted = true);
+TILEGRAD_API FlceFusedTiling flce_fused_tiling(const char* op, int64_t bt, int64_t h, int64_t v,
+                                               int64_t dtype_size, bool input_gemmable, bool weight_gemmable,
+                                               bool grad_input_gemmable, bool grad_weight_gemmable,
+                                               int64_t budget_bytes, const core::Platform& platform,
+                                               bool grad_weight_wanted = true);
 TILEGRAD_API const char* flce_plan_name(FlcePlan p);
 
 // force_order: 0 = pick the smaller workspace, 1 = V-outer, 2 = BT-outer (tests).
-TILEGRAD_API FlceGradTiling flce_grad_tiling(int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute,
-                                             bool input_gemmable, bool weight_gemmable, bool grad_input_gemmable,
-                                             bool grad_weight_gemmable, int64_t budget_bytes,
-                                             const core::Platform& platform, int force_order = 0);
+TILEGRAD_API FlceGradTiling flce_grad_tiling(const char* op, int64_t bt, int64_t h, int64_t v, int64_t dtype_size,
+                                             bool recompute, bool input_gemmable, bool weight_gemmable,
+                                             bool grad_input_gemmable, bool grad_weight_gemmable,
+                                             int64_t budget_bytes, const core::Platform& platform,
+                                             int force_order = 0);
 
 }  // namespace tilegrad::ops

@@ -85,7 +85,7 @@ class OnlineMaxSumLaunch final : public core::Launch {
  public:
   OnlineMaxSumLaunch(const Args& a, int64_t start, int64_t end, int64_t budget) : a_(a), start_(start), end_(end) {
     validate(a_, start, end);
-    tiling_ = flce_forward_tiling(a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
+    tiling_ = flce_forward_tiling(kOp, a.input.shape[0], a.input.shape[1], a.weight.shape[0], dtype_size(a.input.dtype),
                                   flce_gemmable(a.input), flce_gemmable(a.weight), budget,
                                   core::Platform::current());
     trace_.record(kOp, {{"input", &a_.input}, {"weight", &a_.weight}, {"target", &a_.target},
@@ -157,7 +157,7 @@ void fused_linear_online_max_sum(const TensorView& input, const TensorView& weig
   ops::Args a{input, weight, target, logits_max, sum_exp_logits, predicted_logits, target_mask, masked_target,
               logits ? *logits : TensorView{}};
   ops::OnlineMaxSumLaunch launch(a, vocab_start, vocab_end, ops::flce_budget());
-  core::run_now(launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -4,7 +4,6 @@
 
 #include "aclnnop/aclnn_rms_norm.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -21,14 +20,23 @@ namespace {
 
 constexpr const char* kOp = "aclnnRmsNorm";
 
+void require_input_dtypes(const TensorView& x, const TensorView& gamma) {
+  core::require_dtype(kOp, "x", x, rms::kFloatTypes);
+  rms::require_gamma_dtype(kOp, gamma, x);
+}
+
+// x's rank and gamma's shape. Returns k = rank(gamma).
+int require_input_shapes(const TensorView& x, const TensorView& gamma) {
+  rms::require_rank_1_to_8(kOp, "x", x);
+  return rms::require_gamma_shape(kOp, gamma, "x", x);
+}
+
 // Inputs alone: dtypes, ranks, gamma's shape. Returns k = rank(gamma).
 int validate_inputs(const TensorView& x, const TensorView& gamma) {
   core::require_well_formed(kOp, "x", x);
   core::require_well_formed(kOp, "gamma", gamma);
-  core::require_dtype(kOp, "x", x, rms::kFloatTypes);
-  rms::require_gamma_dtype(kOp, gamma, x);
-  rms::require_rank_1_to_8(kOp, "x", x);
-  return rms::require_gamma_shape(kOp, gamma, "x", x);
+  require_input_dtypes(x, gamma);
+  return require_input_shapes(x, gamma);
 }
 
 int validate(const TensorView& x, const TensorView& gamma, double eps, const TensorView& y, const TensorView& rstd) {
@@ -36,11 +44,10 @@ int validate(const TensorView& x, const TensorView& gamma, double eps, const Ten
   core::require_well_formed(kOp, "gamma", gamma);
   core::require_well_formed(kOp, "yOut", y);
   core::require_well_formed(kOp, "rstdOut", rstd);
-  core::require_dtype(kOp, "x", x, rms::kFloatTypes);
-  rms::require_gamma_dtype(kOp, gamma, x);
+  require_input_dtypes(x, gamma);
   core::require_same_dtype(kOp, "yOut", y, "x", x);
   core::require_dtype(kOp, "rstdOut", rstd, {DType::kFloat32});
-  const int k = validate_inputs(x, gamma);
+  const int k = require_input_shapes(x, gamma);
   rms::check_shape(y.shape == x.shape, kOp, ": yOut shape must equal x shape ", shape_str(x.shape), ", got ",
                    shape_str(y.shape));
   const std::vector<int64_t> rs = rms::rstd_shape(x, k);
@@ -83,10 +90,9 @@ class RmsNormLaunch final : public core::Launch {
     float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
     gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    const int64_t row_bytes = round_up_64(t.cols * dtype_size(dtype_));
     core::parallel_for(t.num_tiles, t.threads, [&](int64_t tile) {
       char* sx = ws + t.scratch_offset + tile * t.scratch_bytes_per_tile;
-      char* sy = sx + row_bytes;
+      char* sy = sx + t.scratch_row_bytes;
       for (int64_t r = t.tile_begin(tile); r < t.tile_end(tile); ++r) {
         const char* xr = x_.row(r);
         if (!x_.dense()) x_.gather(r, sx), xr = sx;
@@ -119,7 +125,7 @@ RmsNormOutputSpecs rms_norm_output_specs(const TensorView& x, const TensorView& 
 void rms_norm(const TensorView& x, const TensorView& gamma, double epsilon, const TensorView& y,
               const TensorView& rstd) {
   ops::RmsNormLaunch launch(x, gamma, epsilon, y, rstd);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -5,7 +5,6 @@
 
 #include "aclnnop/aclnn_rms_norm_grad.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -13,10 +12,9 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/norm/rms_norm/rms_norm_checks.h"
-#include "ops/norm/rms_norm/rms_norm_rows.h"
-#include "ops/norm/rms_norm/rms_norm_tiling.h"
 #include "ops/norm/rms_norm/rms_norm_grad_kernel.h"
 #include "ops/norm/rms_norm/rms_norm_grad_tiling.h"
+#include "ops/norm/rms_norm/rms_norm_rows.h"
 #include "tilegrad/rms_norm.hpp"
 
 namespace tilegrad::ops {
@@ -107,11 +105,10 @@ class RmsNormGradLaunch final : public core::Launch {
     gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
     char* partials = ws + t.partials_offset;
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    const int64_t row_bytes = round_up_64(t.cols * dtype_size(dtype_));
     core::parallel_for(t.blocks.num_blocks, t.threads, [&](int64_t b) {
       char* sdy = ws + t.scratch_offset + b * t.scratch_bytes_per_tile;
-      char* sx = sdy + row_bytes;
-      char* sdx = sx + row_bytes;
+      char* sx = sdy + t.scratch_row_bytes;
+      char* sdx = sx + t.scratch_row_bytes;
       float* part = t.blocks.partial(partials, b);
       std::memset(part, 0, t.cols * sizeof(float));
       for (int64_t r = t.blocks.begin(b); r < t.blocks.end(b); ++r) {
@@ -156,7 +153,7 @@ RmsNormGradOutputSpecs rms_norm_grad_output_specs(const TensorView& dy, const Te
 void rms_norm_grad(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
                    const TensorView& dx, const TensorView& dgamma) {
   ops::RmsNormGradLaunch launch(dy, x, rstd, gamma, dx, dgamma);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -21,6 +21,7 @@ struct RmsNormTiling {
   bool streaming_stores = false;       // y written with non-temporal stores (dense y, data beyond half the L3)
   int64_t gamma_offset = 0;            // workspace: gamma widened to fp32, N floats
   int64_t scratch_offset = 0;          // workspace: per-tile scratch rows (x, y) when pack_rows
+  int64_t scratch_row_bytes = 0;       // one scratch row (N elements), a multiple of 64 bytes
   int64_t scratch_bytes_per_tile = 0;
   int64_t workspace_bytes = 0;
   Isa isa = Isa::kScalar;
@@ -34,8 +35,5 @@ struct RmsNormTiling {
 // rows x cols of elem_bytes-sized x; pack_rows: some operand's rows are not dense; y_dense: y's rows are.
 TILEGRAD_API RmsNormTiling rms_norm_tiling(int64_t rows, int64_t cols, int64_t elem_bytes, bool pack_rows, bool y_dense,
                                            const core::Platform& platform);
-
-// Bytes rounded up to a cache line (workspace regions start on 64-byte boundaries).
-inline int64_t round_up_64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 }  // namespace tilegrad::ops

@@ -4,7 +4,6 @@
 
 #include "aclnnop/aclnn_apply_adam_w_v2.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
@@ -56,7 +55,7 @@ void apply_adam_w_v2(const TensorView& var, const TensorView& m, const TensorVie
   s.t[kMaxExpAvgSq] = max_grad_norm;
   s.step = step;
   std::unique_ptr<AdamWLaunch> launch = make_launch(s, options);
-  core::run_now_named(kOp, *launch);
+  core::run_now(kOp, *launch);
 }
 
 }  // namespace tilegrad

@@ -5,7 +5,6 @@
 #include "aclnnop/aclnn_fused_adamw.h"
 #include "core/acl_objects.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/platform.h"
@@ -144,7 +143,7 @@ double fused_adamw(const std::vector<TensorView>& params, const std::vector<Tens
   Extras x{absent_if_empty(extras.grad_scale), absent_if_empty(extras.found_inf), extras.max_grad_norm,
            extras.grad_norm};
   std::unique_ptr<AdamWLaunch> launch = make_launch(in, options, x);
-  core::run_now_named(kOp, *launch);
+  core::run_now(kOp, *launch);
   return launch->grad_norm();
 }
 

@@ -4,7 +4,6 @@
 
 #include "aclnnop/aclnn_rotary_position_embedding.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -121,7 +120,7 @@ OutputSpec rotary_position_embedding_output_spec(const TensorView& x, const Tens
 void rotary_position_embedding(const TensorView& x, const TensorView& cos, const TensorView& sin, int64_t mode,
                                const TensorView& out) {
   ops::RopeForwardLaunch launch(x, cos, sin, mode, out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -5,7 +5,6 @@
 
 #include "aclnnop/aclnn_rotary_position_embedding_grad.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
@@ -240,7 +239,7 @@ void rotary_position_embedding_grad(const TensorView& dy, const TensorView& cos,
                                     const TensorView& x, int64_t mode, const TensorView& dx, const TensorView& dcos,
                                     const TensorView& dsin) {
   ops::RopeGradLaunch launch({dy, cos, sin, x, mode, dx, dcos, dsin});
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

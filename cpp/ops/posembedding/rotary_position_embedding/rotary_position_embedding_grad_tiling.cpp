@@ -1,5 +1,7 @@
 #include "ops/posembedding/rotary_position_embedding/rotary_position_embedding_grad_tiling.h"
 
+#include "core/workspace.h"
+
 namespace tilegrad::ops {
 
 RotaryPositionEmbeddingGradTiling rotary_position_embedding_grad_tiling(const RopeShape& shape, int64_t elem_bytes,
@@ -24,7 +26,8 @@ RotaryPositionEmbeddingGradTiling rotary_position_embedding_grad_tiling(const Ro
   t.tiles = plan_rope_rows(t.units(), t.blocks.block_rows * shape.d, platform);
   if (t.second_pass()) {
     t.final_tiles = plan_rope_rows(t.groups, t.blocks.num_blocks * shape.d, platform);
-    t.workspace_bytes = static_cast<uint64_t>(t.groups) * static_cast<uint64_t>(t.blocks.workspace_bytes());
+    t.workspace_bytes = static_cast<uint64_t>(core::checked_mul("aclnnRotaryPositionEmbeddingGrad", "workspace partials",
+                                                                t.groups, t.blocks.workspace_bytes()));
   }
   return t;
 }
