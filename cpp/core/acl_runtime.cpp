@@ -16,6 +16,7 @@
 #include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/workspace.h"
 
 namespace tilegrad::core {
 
@@ -46,7 +47,7 @@ std::pair<uintptr_t, Allocation> allocation_containing(const void* p) {
 aclError allocate(const char* fn, void** ptr, size_t size, bool host) {
   if (size == 0) return rt_fail(concat(fn, ": size must be > 0"));
   if (size > (size_t(1) << 48)) return rt_fail(concat(fn, ": size ", size, " is too large"), ACL_ERROR_BAD_ALLOC);
-  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  void* p = alloc_aligned(size);
   if (!p) return rt_fail(concat(fn, ": out of memory allocating ", size, " bytes"), ACL_ERROR_BAD_ALLOC);
   std::lock_guard<std::mutex> lock(g_mem_mutex);
   g_allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{size, host};

@@ -9,6 +9,7 @@
 
 #include "core/acl_objects.h"
 #include "core/error.h"
+#include "core/workspace.h"
 
 namespace tilegrad::core {
 
@@ -41,7 +42,7 @@ struct AlignedBuffer {
     if (bytes <= capacity) return;
     std::free(ptr);
     capacity = 0;
-    ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ptr = alloc_aligned(bytes);
     if (!ptr) throw std::bad_alloc();
     capacity = bytes;
   }
@@ -61,9 +62,7 @@ void run_traced(Launch& launch, void* workspace) {
   launch.trace().timed([&] { launch.run(workspace); });
 }
 
-}  // namespace
-
-void run_now(Launch& launch) {
+void run_with_own_workspace(Launch& launch) {
   const uint64_t bytes = launch.workspace_bytes();
   if (bytes == 0) return run_traced(launch, nullptr);
   if (bytes > kCachedWorkspaceLimit || t_workspace_in_use) {
@@ -80,6 +79,18 @@ void run_now(Launch& launch) {
     throw;
   }
   t_workspace_in_use = false;
+}
+
+}  // namespace
+
+void run_now(const char* op, Launch& launch) {
+  try {
+    run_with_own_workspace(launch);
+  } catch (const std::bad_alloc&) {
+    throw Error(Status::kInner,
+                concat(op, ": out of memory (workspace of ", launch.workspace_bytes(), " bytes could not be allocated)"),
+                ErrorKind::kMemory);
+  }
 }
 
 void check_executor_out_pointers(const char* op, const uint64_t* workspace_size, aclOpExecutor** executor) {

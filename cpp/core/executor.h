@@ -32,8 +32,9 @@ class Launch {
   Trace trace_;
 };
 
-// Native path: runs a launch with a workspace allocated (and freed) here.
-void run_now(Launch& launch);
+// Native path (C++ and Python APIs): runs a launch with a workspace allocated here. An allocation
+// failure is a MemoryError-kind Error (status 561000) naming the operator and the workspace size.
+void run_now(const char* op, Launch& launch);
 
 // The operator's tensor parameters in the order of its GetWorkspaceSize signature, named as its
 // make() passes them to view_of (optional ones included): what aclSetInputTensorAddr's and

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/trace.h"
+#include "core/workspace.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tilegrad::core {
@@ -163,7 +164,7 @@ struct ScratchBuffer {
   void* get(size_t n) {
     if (n > bytes) {
       std::free(ptr);
-      ptr = std::aligned_alloc(64, (n + 63) / 64 * 64);
+      ptr = alloc_aligned(n);
       if (!ptr) {
         bytes = 0;
         throw std::bad_alloc();

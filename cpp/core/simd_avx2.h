@@ -36,6 +36,7 @@ inline VF scale2(VF a, VF n) {
 }
 // 1/a for a in [1, 2]: the 12-bit approximation + two Newton steps (one step leaves ~1 ulp of
 // error, e.g. recip(1) = 0.99999994, so sigmoid(1e4) != 1 and silu_backward(dy, 1e4) != dy).
+inline VF sqrt(VF a) { return {_mm256_sqrt_ps(a.v)}; }  // correctly rounded (IEEE)
 inline VF recip(VF a) {
   const __m256 one = _mm256_set1_ps(1.0f);
   __m256 r = _mm256_rcp_ps(a.v);

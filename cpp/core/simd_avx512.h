@@ -26,6 +26,7 @@ inline VF abs(VF a) { return {_mm512_abs_ps(a.v)}; }
 inline VF neg(VF a) { return {_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(int32_t(0x80000000u))))}; }
 inline VF round_nearest(VF a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
 inline VF scale2(VF a, VF n) { return {_mm512_scalef_ps(a.v, n.v)}; }
+inline VF sqrt(VF a) { return {_mm512_sqrt_ps(a.v)}; }  // correctly rounded (IEEE)
 inline VF recip(VF a) {
   const __m512 r = _mm512_rcp14_ps(a.v);
   const __m512 e = _mm512_fnmadd_ps(a.v, r, _mm512_set1_ps(1.0f));

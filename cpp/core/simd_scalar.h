@@ -31,6 +31,7 @@ inline VF neg(VF a) { return {-a.v}; }
 inline VF round_nearest(VF a) { return {std::nearbyint(a.v)}; }
 // a * 2^n for integral n in [-150, 128] (exact scaling, subnormal and overflow results correct).
 inline VF scale2(VF a, VF n) { return {std::ldexp(a.v, static_cast<int>(n.v))}; }
+inline VF sqrt(VF a) { return {std::sqrt(a.v)}; }  // correctly rounded (IEEE)
 inline VF recip(VF a) { return {1.0f / a.v}; }
 inline Mask lt(VF a, VF b) { return a.v < b.v; }
 inline Mask ge(VF a, VF b) { return a.v >= b.v; }

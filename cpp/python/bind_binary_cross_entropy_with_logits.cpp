@@ -3,7 +3,7 @@
 // reduction="mean", out=None); reduction is "none"/"mean"/"sum" or the aclnn codes 0/1/2.
 #include <pybind11/pybind11.h>
 
-#include "ops/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_tiling.h"
+#include "ops/loss/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_tiling.h"
 #include "py_bce.h"
 #include "py_tensor.h"
 #include "tilegrad/binary_cross_entropy_with_logits.hpp"

@@ -1,7 +1,7 @@
 // Python binding of aclnnCrossEntropyLoss: tilegrad._core.cross_entropy_loss(...) -> (loss, log_prob, zloss, lse).
 #include <pybind11/pybind11.h>
 
-#include "ops/cross_entropy_loss/cross_entropy_loss_tiling.h"
+#include "ops/loss/cross_entropy/cross_entropy_loss_tiling.h"
 #include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"

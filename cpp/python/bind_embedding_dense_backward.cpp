@@ -2,7 +2,7 @@
 // tilegrad._core.embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, out=None).
 #include <pybind11/pybind11.h>
 
-#include "ops/embedding_dense_backward/embedding_dense_backward_tiling.h"
+#include "ops/embedding/embedding_dense_backward/embedding_dense_backward_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/embedding_dense_backward.hpp"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <optional>
 
-#include "ops/fused_adamw/fused_adamw_tiling.h"
+#include "ops/optim/adamw/fused_adamw_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/adamw.hpp"

@@ -4,13 +4,16 @@
 
 #include "core/gemm.h"
 #include "core/tensor.h"
-#include "ops/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
+#include "ops/loss/fused_linear_cross_entropy/fused_linear_cross_entropy_tiling.h"
 #include "py_args.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
 namespace {
+
+// The operator the tiling hooks' errors name.
+constexpr const char* kHook = "fused_linear_cross_entropy";
 
 core::Platform platform(int threads, const std::string& isa) {
   return py_support::platform_from(threads, 32 << 10, 1 << 20, 32 << 20, isa);
@@ -90,7 +93,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       [](int64_t bt, int64_t h, int64_t v, int64_t dtype_size, int64_t budget, bool gemmable, int threads,
          const std::string& isa) {
         if (budget <= 0) budget = ops::flce_budget();
-        const auto t = ops::flce_fused_tiling(bt, h, v, dtype_size, gemmable, gemmable, true, true, budget,
+        const auto t = ops::flce_fused_tiling(kHook, bt, h, v, dtype_size, gemmable, gemmable, true, true, budget,
                                               platform(threads, isa));
         return py_support::tiling_dict(t);
       },
@@ -124,7 +127,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       "_flce_forward_tiling",
       [](int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool input_gemmable, bool weight_gemmable,
          int64_t budget, int threads, const std::string& isa) {
-        const auto t = ops::flce_forward_tiling(bt, h, v, dtype_size, input_gemmable, weight_gemmable, budget,
+        const auto t = ops::flce_forward_tiling(kHook, bt, h, v, dtype_size, input_gemmable, weight_gemmable, budget,
                                                 platform(threads, isa));
         return py_support::tiling_dict(t);
       },
@@ -137,7 +140,7 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       [](int64_t bt, int64_t h, int64_t v, int64_t dtype_size, bool recompute, bool input_gemmable,
          bool weight_gemmable, bool grad_input_gemmable, bool grad_weight_gemmable, int64_t budget, int threads,
          const std::string& isa, int force_order) {
-        const auto t = ops::flce_grad_tiling(bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
+        const auto t = ops::flce_grad_tiling(kHook, bt, h, v, dtype_size, recompute, input_gemmable, weight_gemmable,
                                              grad_input_gemmable, grad_weight_gemmable, budget, platform(threads, isa),
                                              force_order);
         return py_support::tiling_dict(t);

@@ -1,7 +1,7 @@
 // Python binding of aclnnRmsNorm: tilegrad._core.rms_norm(x, gamma, epsilon, out=None, rstd_out=None).
 #include <pybind11/pybind11.h>
 
-#include "ops/rms_norm/rms_norm_tiling.h"
+#include "ops/norm/rms_norm/rms_norm_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/rms_norm.hpp"

@@ -1,7 +1,7 @@
 // Python binding of aclnnRmsNormGrad: tilegrad._core.rms_norm_grad(dy, x, rstd, gamma, out=None, dgamma_out=None).
 #include <pybind11/pybind11.h>
 
-#include "ops/rms_norm_grad/rms_norm_grad_tiling.h"
+#include "ops/norm/rms_norm/rms_norm_grad_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/rms_norm.hpp"

@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "ops/rotary_position_embedding/rotary_position_embedding_tiling.h"
+#include "ops/posembedding/rotary_position_embedding/rotary_position_embedding_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/rotary_position_embedding.hpp"

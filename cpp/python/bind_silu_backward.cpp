@@ -1,7 +1,7 @@
 // Python binding of aclnnSiluBackward: tilegrad._core.silu_backward(grad_output, input, out=None).
 #include <pybind11/pybind11.h>
 
-#include "ops/silu_backward/silu_backward_tiling.h"
+#include "ops/activation/silu/silu_backward_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/silu_backward.hpp"

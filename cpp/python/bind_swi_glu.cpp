@@ -2,7 +2,7 @@
 // two-tensor form: silu_mul(gate, up, out=None), silu_mul_grad(dy, gate, up, d_gate=None, d_up=None).
 #include <pybind11/pybind11.h>
 
-#include "ops/swi_glu/swi_glu_tiling.h"
+#include "ops/activation/swi_glu/swi_glu_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "core/tensor.h"

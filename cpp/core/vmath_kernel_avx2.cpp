@@ -1,4 +1,0 @@
-// Vector math evaluation at the avx2 level.
-#define TILEGRAD_ISA avx2
-#include "core/simd_avx2.h"
-#include "core/vmath_kernel.inc"

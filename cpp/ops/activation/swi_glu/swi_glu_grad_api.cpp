@@ -1,0 +1,113 @@
+// aclnnSwiGluGrad: validation (README.md), launch, native C++ API and C ABI. Elementwise over the
+// halves with two outputs (the halves of out), tiled by the forward's tiling (swi_glu_tiling.h).
+#include <memory>
+
+#include "aclnnop/aclnn_swi_glu_grad.h"
+#include "core/acl_tensor.h"
+#include "core/elementwise.h"
+#include "core/elementwise_run.h"
+#include "core/error.h"
+#include "core/executor.h"
+#include "core/tensor.h"
+#include "ops/activation/swi_glu/swi_glu_checks.h"
+#include "ops/activation/swi_glu/swi_glu_grad_kernel.h"
+#include "ops/activation/swi_glu/swi_glu_halves.h"
+#include "ops/activation/swi_glu/swi_glu_tiling.h"
+#include "tilegrad/swi_glu.hpp"
+
+namespace tilegrad::ops {
+namespace {
+
+constexpr const char* kOp = "aclnnSwiGluGrad";
+
+// Inputs alone (the vendor's 950 checks). Returns the normalized dim.
+int validate_inputs(const TensorView& dy, const TensorView& x, int64_t dim) {
+  core::require_well_formed(kOp, "yGrad", dy);
+  core::require_well_formed(kOp, "x", x);
+  core::require_dtype(kOp, "yGrad", dy, swiglu::kFloatTypes);
+  core::require_same_dtype(kOp, "x", x, "yGrad", dy);
+  const int d = swiglu::require_split(kOp, "x", x, dim);
+  const std::vector<int64_t> want = swiglu::half_shape(x, d);
+  swiglu::check_shape(dy.shape == want, kOp, ": yGrad shape must be x shape with dim ", dim, " halved ",
+                      shape_str(want), ", got ", shape_str(dy.shape));
+  return d;
+}
+
+int validate(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out) {
+  core::require_well_formed(kOp, "out", out);
+  core::require_dtype(kOp, "yGrad", dy, swiglu::kFloatTypes);
+  core::require_same_dtype(kOp, "x", x, "yGrad", dy);
+  core::require_same_dtype(kOp, "out", out, "x", x);
+  const int d = validate_inputs(dy, x, dim);
+  swiglu::check_shape(out.shape == x.shape, kOp, ": out shape must equal x shape ", shape_str(x.shape), ", got ",
+                      shape_str(out.shape));
+  core::require_no_self_overlap(kOp, "out", out);
+  core::require_no_partial_overlap(kOp, "out", out, "yGrad", dy, false);
+  core::require_no_partial_overlap(kOp, "out", out, "x", x, true);
+  return d;
+}
+
+class SwiGluGradLaunch final : public core::Launch {
+ public:
+  SwiGluGradLaunch(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out) : dtype_(x.dtype) {
+    const int d = validate(dy, x, dim, out);
+    const auto [a, b] = swiglu::halves(x, d);
+    const auto [da, db] = swiglu::halves(out, d);
+    const TensorView* ops[5] = {&da, &db, &dy, &a, &b};
+    layout_ = core::make_elementwise_layout(ops, 5);
+    tiling_ = swi_glu_tiling(dy.numel(), 5 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
+                             core::Platform::current());
+    kernel_ = swi_glu_grad_kernel(tiling_.isa);
+    trace_.record(kOp, {{"yGrad", &dy}, {"x", &x}, {"out", &out}}, tiling_);
+    trace_.field("dim", dim);
+  }
+
+  void run(void*) override {
+    core::run_elementwise(
+        layout_, tiling_.tiles, [&](char* const* ptrs, int64_t n, bool streaming) { kernel_(dtype_, ptrs, n, streaming); },
+        2);
+  }
+
+ private:
+  DType dtype_;
+  core::ElementwiseLayout layout_;
+  SwiGluTiling tiling_;
+  SwiGluGradSpanFn kernel_ = nullptr;
+};
+
+}  // namespace
+}  // namespace tilegrad::ops
+
+namespace tilegrad {
+
+OutputSpec swi_glu_grad_output_spec(const TensorView& y_grad, const TensorView& x, int64_t dim) {
+  ops::validate_inputs(y_grad, x, dim);
+  return {x.dtype, x.shape};
+}
+
+void swi_glu_grad(const TensorView& y_grad, const TensorView& x, int64_t dim, const TensorView& out) {
+  ops::SwiGluGradLaunch launch(y_grad, x, dim, out);
+  core::run_now(ops::kOp, launch);
+}
+
+}  // namespace tilegrad
+
+using namespace tilegrad;
+
+extern "C" aclnnStatus aclnnSwiGluGradGetWorkspaceSize(const aclTensor* yGrad, const aclTensor* x, int64_t dim,
+                                                       const aclTensor* out, uint64_t* workspaceSize,
+                                                       aclOpExecutor** executor) {
+  return core::create_rebindable_executor(ops::kOp, {{"yGrad", "x"}, {"out"}}, workspaceSize, executor, [=] {
+    core::require_not_null(ops::kOp, "yGrad", yGrad);
+    core::require_not_null(ops::kOp, "x", x);
+    core::require_not_null(ops::kOp, "out", out);
+    return std::make_unique<ops::SwiGluGradLaunch>(core::view_of(ops::kOp, "yGrad", yGrad),
+                                                   core::view_of(ops::kOp, "x", x), dim,
+                                                   core::view_of(ops::kOp, "out", out));
+  });
+}
+
+extern "C" aclnnStatus aclnnSwiGluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                       aclrtStream) {
+  return core::launch_executor(ops::kOp, workspace, workspaceSize, executor);
+}

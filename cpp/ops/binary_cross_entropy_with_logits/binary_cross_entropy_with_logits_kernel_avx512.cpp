@@ -1,4 +1,0 @@
-// BCE-with-logits forward kernels for the avx512 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx512
-#include "core/simd_avx512.h"
-#include "ops/binary_cross_entropy_with_logits/binary_cross_entropy_with_logits_kernel.inc"

@@ -1,4 +1,0 @@
-// BCE-with-logits backward kernels for the avx512 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx512
-#include "core/simd_avx512.h"
-#include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_kernel.inc"

@@ -1,4 +1,0 @@
-// BCE-with-logits backward kernels for the scalar level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA scalar
-#include "core/simd_scalar.h"
-#include "ops/binary_cross_entropy_with_logits_backward/binary_cross_entropy_with_logits_backward_kernel.inc"

@@ -1,4 +1,0 @@
-// Cross-entropy forward kernels for the avx2 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx2
-#include "core/simd_avx2.h"
-#include "ops/cross_entropy_loss/cross_entropy_loss_kernel.inc"

@@ -1,4 +1,0 @@
-// Cross-entropy gradient kernels for the scalar level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA scalar
-#include "core/simd_scalar.h"
-#include "ops/cross_entropy_loss_grad/cross_entropy_loss_grad_kernel.inc"

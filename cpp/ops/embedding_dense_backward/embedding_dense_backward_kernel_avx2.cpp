@@ -1,4 +1,0 @@
-// Embedding dense backward kernels for the avx2 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx2
-#include "core/simd_avx2.h"
-#include "ops/embedding_dense_backward/embedding_dense_backward_kernel.inc"

@@ -1,4 +1,0 @@
-// Embedding dense backward kernels for the avx512 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx512
-#include "core/simd_avx512.h"
-#include "ops/embedding_dense_backward/embedding_dense_backward_kernel.inc"

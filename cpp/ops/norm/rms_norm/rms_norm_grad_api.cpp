@@ -1,0 +1,185 @@
+// aclnnRmsNormGrad: validation (rms_norm_grad/README.md), launch, native C++ API and C ABI.
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "aclnnop/aclnn_rms_norm_grad.h"
+#include "core/acl_tensor.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/executor.h"
+#include "core/ordered_reduce.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "ops/norm/rms_norm/rms_norm_checks.h"
+#include "ops/norm/rms_norm/rms_norm_grad_kernel.h"
+#include "ops/norm/rms_norm/rms_norm_grad_tiling.h"
+#include "ops/norm/rms_norm/rms_norm_rows.h"
+#include "tilegrad/rms_norm.hpp"
+
+namespace tilegrad::ops {
+namespace {
+
+constexpr const char* kOp = "aclnnRmsNormGrad";
+
+// Inputs alone. Returns k = rank(gamma).
+int validate_inputs(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma) {
+  core::require_well_formed(kOp, "dy", dy);
+  core::require_well_formed(kOp, "x", x);
+  core::require_well_formed(kOp, "rstd", rstd);
+  core::require_well_formed(kOp, "gamma", gamma);
+  core::require_dtype(kOp, "dy", dy, rms::kFloatTypes);
+  core::require_same_dtype(kOp, "x", x, "dy", dy);
+  core::require_dtype(kOp, "rstd", rstd, {DType::kFloat32});
+  rms::require_gamma_dtype(kOp, gamma, x);
+  rms::require_rank_1_to_8(kOp, "x", x);
+  const int k = rms::require_gamma_shape(kOp, gamma, "x", x);
+  rms::check_shape(dy.shape == x.shape, kOp, ": dy shape must equal x shape ", shape_str(x.shape), ", got ",
+                   shape_str(dy.shape));
+  // rstd: x's leading dims, with any size-1 dims added or left out ((2,3,4) and (2,3,4,1) for x (2,3,4,8)).
+  const std::vector<int64_t> lead = rms::leading(x, k);
+  rms::check_shape(rstd.rank() <= kMaxDims && rms::drop_ones(rstd.shape) == rms::drop_ones(lead), kOp,
+                   ": rstd shape must be x's leading dims ", shape_str(lead), " (size-1 dims aside), got ",
+                   shape_str(rstd.shape));
+  return k;
+}
+
+int validate(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
+             const TensorView& dx, const TensorView& dgamma) {
+  core::require_well_formed(kOp, "dxOut", dx);
+  core::require_well_formed(kOp, "dgammaOut", dgamma);
+  core::require_dtype(kOp, "dy", dy, rms::kFloatTypes);
+  core::require_same_dtype(kOp, "x", x, "dy", dy);
+  core::require_same_dtype(kOp, "dxOut", dx, "x", x);
+  core::require_dtype(kOp, "dgammaOut", dgamma, {DType::kFloat32});
+  const int k = validate_inputs(dy, x, rstd, gamma);
+  rms::check_shape(dx.shape == x.shape, kOp, ": dxOut shape must equal x shape ", shape_str(x.shape), ", got ",
+                   shape_str(dx.shape));
+  rms::check_shape(dgamma.shape == gamma.shape, kOp, ": dgammaOut shape must equal gamma shape ",
+                   shape_str(gamma.shape), ", got ", shape_str(dgamma.shape));
+  core::require_no_self_overlap(kOp, "dxOut", dx);
+  core::require_no_self_overlap(kOp, "dgammaOut", dgamma);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "dy", dy, true);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "x", x, true);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "rstd", rstd, false);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "gamma", gamma, false);
+  for (const auto& [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}})
+    core::require_no_partial_overlap(kOp, "dgammaOut", dgamma, name, *t, false);
+  return k;
+}
+
+class RmsNormGradLaunch final : public core::Launch {
+ public:
+  RmsNormGradLaunch(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
+                    const TensorView& dx, const TensorView& dgamma)
+      : dtype_(x.dtype), gamma_dtype_(gamma.dtype) {
+    const int k = validate(dy, x, rstd, gamma, dx, dgamma);
+    dy_ = RowView(dy, k);
+    x_ = RowView(x, k);
+    dx_ = RowView(dx, k);
+    gamma_ = RowView(gamma, k);
+    dgamma_ = RowView(dgamma, k);
+    const std::vector<int64_t> lead = rms::leading(x, k);
+    rstd_ = RowView::per_row_scalar(rstd, lead);
+    const bool pack = !dy_.dense() || !x_.dense() || !dx_.dense();
+    tiling_ = rms_norm_grad_tiling(rms::product(lead), gamma.numel(), dtype_size(dtype_), pack, dx_.dense(),
+                                   core::Platform::current());
+    kernel_ = rms_norm_grad_kernel(tiling_.isa);
+    trace_.record(kOp,
+                  {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}, {"dgammaOut", &dgamma}},
+                  tiling_);
+  }
+
+  uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void run(void* workspace) override {
+    const RmsNormGradTiling& t = tiling_;
+    if (t.cols == 0) return;
+    if (t.rows == 0) {  // no rows: dgamma is NaN (the vendor's 950 kernels), never a silent zero
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      dgamma_.for_each(0, [&](int64_t, char* p) { std::memcpy(p, &nan, 4); });
+      return;
+    }
+    char* ws = static_cast<char*>(workspace);
+    float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
+    gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
+    char* partials = ws + t.partials_offset;
+    const float inv_n = 1.0f / static_cast<float>(t.cols);
+    core::parallel_for(t.blocks.num_blocks, t.threads, [&](int64_t b) {
+      char* sdy = ws + t.scratch_offset + b * t.scratch_bytes_per_tile;
+      char* sx = sdy + t.scratch_row_bytes;
+      char* sdx = sx + t.scratch_row_bytes;
+      float* part = t.blocks.partial(partials, b);
+      std::memset(part, 0, t.cols * sizeof(float));
+      for (int64_t r = t.blocks.begin(b); r < t.blocks.end(b); ++r) {
+        const char* dyr = dy_.row(r);
+        const char* xr = x_.row(r);
+        if (!dy_.dense()) dy_.gather(r, sdy), dyr = sdy;
+        if (!x_.dense()) x_.gather(r, sx), xr = sx;
+        char* dxr = dx_.dense() ? dx_.row(r) : sdx;
+        float rstd;
+        std::memcpy(&rstd, rstd_.row(r), 4);
+        kernel_(dtype_, dyr, xr, g, rstd, dxr, part, t.cols, inv_n, t.streaming_stores);
+        if (!dx_.dense()) dx_.scatter(r, sdx);
+      }
+    });
+    if (dgamma_.dense()) {
+      core::sum_row_block_partials(t.blocks, partials, reinterpret_cast<float*>(dgamma_.row(0)), t.threads);
+    } else {
+      float* dg = reinterpret_cast<float*>(ws + t.dgamma_offset);
+      core::sum_row_block_partials(t.blocks, partials, dg, t.threads);
+      dgamma_.scatter(0, reinterpret_cast<const char*>(dg));
+    }
+  }
+
+ private:
+  DType dtype_, gamma_dtype_;
+  RowView dy_, x_, dx_, gamma_, dgamma_, rstd_;
+  RmsNormGradTiling tiling_;
+  RmsNormGradRowFn kernel_ = nullptr;
+};
+
+}  // namespace
+}  // namespace tilegrad::ops
+
+namespace tilegrad {
+
+RmsNormGradOutputSpecs rms_norm_grad_output_specs(const TensorView& dy, const TensorView& x, const TensorView& rstd,
+                                                  const TensorView& gamma) {
+  ops::validate_inputs(dy, x, rstd, gamma);
+  return {{x.dtype, x.shape}, {DType::kFloat32, gamma.shape}};
+}
+
+void rms_norm_grad(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
+                   const TensorView& dx, const TensorView& dgamma) {
+  ops::RmsNormGradLaunch launch(dy, x, rstd, gamma, dx, dgamma);
+  core::run_now(ops::kOp, launch);
+}
+
+}  // namespace tilegrad
+
+using namespace tilegrad;
+
+extern "C" aclnnStatus aclnnRmsNormGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd,
+                                                        const aclTensor* gamma, const aclTensor* dxOut,
+                                                        const aclTensor* dgammaOut, uint64_t* workspaceSize,
+                                                        aclOpExecutor** executor) {
+  return core::create_rebindable_executor(
+      ops::kOp, {{"dy", "x", "rstd", "gamma"}, {"dxOut", "dgammaOut"}}, workspaceSize, executor, [=] {
+        core::require_not_null(ops::kOp, "dy", dy);
+        core::require_not_null(ops::kOp, "x", x);
+        core::require_not_null(ops::kOp, "rstd", rstd);
+        core::require_not_null(ops::kOp, "gamma", gamma);
+        core::require_not_null(ops::kOp, "dxOut", dxOut);
+        core::require_not_null(ops::kOp, "dgammaOut", dgammaOut);
+        return std::make_unique<ops::RmsNormGradLaunch>(
+            core::view_of(ops::kOp, "dy", dy), core::view_of(ops::kOp, "x", x), core::view_of(ops::kOp, "rstd", rstd),
+            core::view_of(ops::kOp, "gamma", gamma), core::view_of(ops::kOp, "dxOut", dxOut),
+            core::view_of(ops::kOp, "dgammaOut", dgammaOut));
+      });
+}
+
+extern "C" aclnnStatus aclnnRmsNormGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                        aclrtStream) {
+  return core::launch_executor(ops::kOp, workspace, workspaceSize, executor);
+}

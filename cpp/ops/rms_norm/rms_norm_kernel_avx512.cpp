@@ -1,4 +1,0 @@
-// aclnnRmsNorm row kernel for the avx512 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx512
-#include "core/simd_avx512.h"
-#include "ops/rms_norm/rms_norm_kernel.inc"

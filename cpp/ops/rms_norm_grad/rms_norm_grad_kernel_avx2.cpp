@@ -1,4 +1,0 @@
-// aclnnRmsNormGrad row kernel for the avx2 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx2
-#include "core/simd_avx2.h"
-#include "ops/rms_norm_grad/rms_norm_grad_kernel.inc"

@@ -1,4 +1,0 @@
-// aclnnRmsNormGrad row kernel for the scalar level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA scalar
-#include "core/simd_scalar.h"
-#include "ops/rms_norm_grad/rms_norm_grad_kernel.inc"

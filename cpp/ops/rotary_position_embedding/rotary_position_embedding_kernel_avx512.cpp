@@ -1,4 +1,0 @@
-// Rotary position embedding forward kernels for the avx512 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx512
-#include "core/simd_avx512.h"
-#include "ops/rotary_position_embedding/rotary_position_embedding_kernel.inc"

@@ -1,4 +1,0 @@
-// Rotary position embedding forward kernels for the scalar level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA scalar
-#include "core/simd_scalar.h"
-#include "ops/rotary_position_embedding/rotary_position_embedding_kernel.inc"

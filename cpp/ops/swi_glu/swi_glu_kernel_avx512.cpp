@@ -1,4 +1,0 @@
-// aclnnSwiGlu kernel for the avx512 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx512
-#include "core/simd_avx512.h"
-#include "ops/swi_glu/swi_glu_kernel.inc"

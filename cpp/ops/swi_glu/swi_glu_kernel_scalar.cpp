@@ -1,4 +1,0 @@
-// aclnnSwiGlu kernel for the scalar level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA scalar
-#include "core/simd_scalar.h"
-#include "ops/swi_glu/swi_glu_kernel.inc"

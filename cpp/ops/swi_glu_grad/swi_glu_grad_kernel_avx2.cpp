@@ -1,4 +1,0 @@
-// aclnnSwiGluGrad kernel for the avx2 level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA avx2
-#include "core/simd_avx2.h"
-#include "ops/swi_glu_grad/swi_glu_grad_kernel.inc"

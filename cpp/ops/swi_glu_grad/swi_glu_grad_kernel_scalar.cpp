@@ -1,4 +1,0 @@
-// aclnnSwiGluGrad kernel for the scalar level (flags from cmake/TilegradFlags.cmake).
-#define TILEGRAD_ISA scalar
-#include "core/simd_scalar.h"
-#include "ops/swi_glu_grad/swi_glu_grad_kernel.inc"
