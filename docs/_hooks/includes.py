@@ -1,7 +1,7 @@
 """MkDocs hook: fills two kinds of marker in the pages, so the site shows the project's own sources of
 truth instead of copies that drift.
 
-``<!-- operator-readme: NAME -->`` is replaced by the README of the operator folder NAME, found by name
+``<!-- operator-readme: PATH -->`` is replaced by the operator document at cpp/ops/PATH
 anywhere under cpp/ (the folders may be regrouped without touching the docs), its headings moved one
 level down so that they sit under the page's title.
 
@@ -20,17 +20,18 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_tables  # noqa: E402  (scripts/ is not a package)
 
-MARKER = re.compile(r"<!-- (operator-readme|bench-table): ([\w.-]+) -->")
+MARKER = re.compile(r"<!-- (operator-readme|bench-table): ([\w./-]+) -->")
 SPEC_CITATION = re.compile(r"specification section (\d+)")
 
 
 def operator_readme(name: str) -> Path:
-    """The README.md of the operator folder `name` under cpp/; ValueError if there is not exactly one."""
-    found = [p for p in (ROOT / "cpp").rglob("README.md") if p.parent.name == name]
-    if len(found) != 1:
-        raise ValueError(f"docs: operator-readme: {name!r} matches {len(found)} folders under cpp/ "
-                         f"({[str(p) for p in found]}); name exactly one operator folder")
-    return found[0]
+    """The operator document `name` (a path under cpp/ops/, e.g. ``norm/rms_norm/README.md``: each
+    family folder holds its README and one page per further operator); ValueError if it is missing."""
+    path = ROOT / "cpp" / "ops" / name
+    if not path.is_file():
+        raise ValueError(f"docs: operator-readme: {name!r} is not a file under cpp/ops/; name an operator "
+                         f"document as a path such as 'norm/rms_norm/README.md'")
+    return path
 
 
 def demoted(markdown: str) -> str:
