@@ -5,6 +5,7 @@ and a summary table.
     python benchmarks/bench_train_lm.py                      # tilegrad vs PyTorch, train_lm's defaults
     python benchmarks/bench_train_lm.py --filter             # tilegrad filtered (TAU 2^-8) vs exact tilegrad
     python benchmarks/bench_train_lm.py --threads 1 --steps 150 --json results.jsonl
+    python benchmarks/bench_train_lm.py --quick              # a small model, 30 steps: a smoke run
 
 Every flag of train_lm.py applies to both runs (but --baseline and --resume: this script runs both
 paths itself, and a stopped run is continued with ``python examples/train_lm.py --resume OUT/PATH``).
@@ -37,6 +38,10 @@ FILTER_PATHS = ("filtered", "tilegrad")  # with --filter: bounded filtering agai
 LABELS = {"tilegrad": "tilegrad", "pytorch": "PyTorch", "filtered": "tilegrad, filtered"}
 REPORT = ("summary.json", "summary.md", "loss.png")
 TIMING_ROUNDS = 10
+# --quick: a model that trains in seconds, on one thread (flags typed after --quick win)
+QUICK = ["--steps", "30", "--context", "64", "--dim", "64", "--layers", "2", "--heads", "2", "--ffn-dim", "176",
+         "--vocab", "512", "--eval-interval", "10", "--eval-batches", "2", "--sample-tokens", "24", "--threads", "1",
+         "--timing-rounds", "3"]
 # train_lm.py's flags given to both runs (the path's own flag and --out are added per run)
 FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "threads", "seed", "eval_interval",
              "eval_batches", "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
@@ -49,15 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
     """train_lm.py's flags, --timing-rounds and the harness's --json."""
     parser = train_lm.build_parser()
     parser.description = __doc__.split("\n\n")[0]
+    for action in parser._actions:  # train_lm's flags that parse_args refuses here: not offered in --help
+        if action.dest in ("baseline", "resume"):
+            action.help = argparse.SUPPRESS
     parser.add_argument("--timing-rounds", type=int, default=TIMING_ROUNDS,
                         help=f"rounds of alternating tilegrad / PyTorch steps timed in one process "
                              f"(default {TIMING_ROUNDS})")
+    parser.add_argument("--quick", action="store_true", help="a small model for a few seconds (smoke run)")
     _harness.add_json_option(parser)
     return parser
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """train_lm's checks, and this script's: both paths, a fresh folder (default runs/bench_train_lm)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--quick" in argv:
+        argv = QUICK + argv  # argparse keeps the last value typed
     typed = build_parser().parse_args(argv)  # before train_lm's checks, which --resume's own would fail
     if typed.baseline or typed.resume:
         first, second = compared_paths(typed)

@@ -92,6 +92,13 @@ def test_filter_pairs_filtered_with_exact_tilegrad(tmp_path):
     assert cmd[cmd.index("--dim") + 1] == "64" and cmd[cmd.index("--threads") + 1] == "1"  # the flags given here
 
 
+def test_quick_is_a_small_model_whose_flags_can_be_overridden(tmp_path):
+    args = bench_train_lm.parse_args(["--quick", "--dim", "96", "--out", str(tmp_path)])
+    assert (args.dim, args.layers, args.steps, args.threads, args.timing_rounds) == (96, 2, 30, 1, 3)
+    cmd = bench_train_lm.child_command(args, "tilegrad")
+    assert cmd[cmd.index("--dim") + 1] == "96" and cmd[cmd.index("--vocab") + 1] == "512"
+
+
 def test_filtering_table_groups_the_steps():
     """Six steps in rows of two: means of the skipped shares and of the loss, maximum of the dropped fraction."""
     steps = [{"step": k, "input_skipped": k / 10, "weight_skipped": 0.5, "max_row_dropped": k * 1e-3,
