@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Train a small language model on the CPU with tilegrad, side by side with plain PyTorch.
+"""Train a small language model on the CPU with tilegrad (or, to compare, with plain PyTorch).
 
     python examples/train_lm.py                 # tilegrad path; 500 steps, ~1.5 minutes on 2 idle cores, no download
     python examples/train_lm.py --baseline      # the same model with PyTorch's own ops
-    python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
-    python examples/train_lm.py --compare --filter   # tilegrad with bounded gradient filtering vs exact
+    python examples/train_lm.py --resume runs/train_lm --steps 1000   # continue a run, for longer
+
+Both paths side by side from the same seed (loss.png and a table): benchmarks/bench_train_lm.py.
+Several processes (torchrun): train_lm_distributed.py.
 
 The model is a Llama-style decoder-only transformer written once in plain PyTorch (token embedding,
 rotary position embedding, RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU
@@ -52,7 +54,6 @@ import math
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import sysconfig
 import time
@@ -65,29 +66,23 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import train_lm_distributed as distributed  # torchrun: data parallel and the vocab-parallel LM head
-
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
 SUMMARY = "summary.json"
-PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order (the first against the second)
-FILTER_PATHS = ("filtered", "tilegrad")  # --compare --filter's: bounded filtering against exact tilegrad
 FILTER_TAU = 2.0 ** -8  # --filter's default tolerance: bf16's unit roundoff
 
-# Defaults, and what --quick changes (any flag given on the command line wins over both).
+# Defaults (a flag given on the command line wins).
 DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
                 vocab=8192, eval_interval=50, eval_batches=6, sample_tokens=120, seed=0, dtype="float32",
-                param_dtype="float32", timing_rounds=10, tie=1)
-QUICK = dict(steps=30, batch_size=8, context=64, dim=64, layers=2, heads=2, ffn_dim=176, vocab=512,
-             eval_interval=10, eval_batches=2, sample_tokens=24, timing_rounds=3, threads=1)
+                param_dtype="float32", tie=1)
 # Options a resumed run may change (how long, how fast, how it reports and where it caches); everything
 # else (model, data, batches, dtypes, path) comes from the checkpoint, and a typed value that differs
 # from it is refused. --steps and --lr make the schedule follow the new values from the next step on
 # (useful after a divergence), so the losses then differ from an uninterrupted run's.
-RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir", "timing_rounds",
-             "parallel", "dist_timeout")
+RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir", "parallel",
+             "dist_timeout")  # (the last two: train_lm_distributed.py's)
 # Typed with --resume, these say how to resume rather than what the run is: never compared.
-RESUME_CONTROLS = ("resume", "out", "stop_at")
+RESUME_CONTROLS = ("resume", "out")
 UNSET = object()  # parse_args: an option the command line did not give
 MAX_VOCAB = 2 ** 20
 
@@ -110,21 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     run = p.add_argument_group("what to run")
     run.add_argument("--baseline", action="store_true", help="PyTorch's own ops instead of tilegrad")
-    run.add_argument("--compare", action="store_true",
-                     help="train both paths from the same seed (one fresh process each), write loss.png "
-                          "and a summary table")
     run.add_argument("--filter", type=float, nargs="?", const=FILTER_TAU, default=None, metavar="TAU",
                      help="tilegrad path: error-bounded gradient filtering in the LM head at tolerance TAU "
-                          "(default 2^-8); with --compare: filtered against exact tilegrad")
-    run.add_argument("--quick", action="store_true", help="a tiny model for a few seconds (tests, smoke)")
+                          "(default 2^-8)")
     run.add_argument("--out", type=Path, default=None,
-                     help="output directory (default: runs/train_lm, or runs/train_lm_quick with --quick)")
+                     help="output directory (default: runs/train_lm)")
     run.add_argument("--resume", type=Path, default=None, metavar="DIR",
                      help="continue the run saved in DIR (its checkpoint.pt); results go to DIR")
     run.add_argument("--overwrite", action="store_true",
                      help="start over in an --out folder that holds a run (its files are replaced)")
-    run.add_argument("--stop-at", type=int, default=None, metavar="STEP",
-                     help="stop after STEP steps and save a checkpoint, exactly as Ctrl-C would")
     train = p.add_argument_group("training")
     train.add_argument("--steps", type=int, help=f"optimizer steps (default {DEFAULTS['steps']})")
     train.add_argument("--batch-size", type=int, help=f"sequences per step (default {DEFAULTS['batch_size']})")
@@ -135,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dtype of the parameters themselves (default float32); bfloat16: the tilegrad "
                             "path's AdamW keeps fp32 master weights, the baseline is torch's bf16 AdamW")
     train.add_argument("--threads", type=int,
-                       help="torch (and so tilegrad) threads (default: torch's; 1 with --quick)")
+                       help="torch (and so tilegrad) threads (default: torch's; a tiny model is fastest on 1)")
     train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default 0)")
     train.add_argument("--eval-interval", type=int, help="steps between validations (default 50)")
     train.add_argument("--eval-batches", type=int, help="validation batches per evaluation (default 6)")
@@ -156,17 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--cache-dir", type=Path, default=None,
                        help="tokenizer cache (default: $XDG_CACHE_HOME or ~/.cache, then tilegrad/train_lm)")
     model.add_argument("--sample-tokens", type=int, help="tokens generated at the end (default 120)")
-    run.add_argument("--timing-rounds", type=int,
-                     help="--compare: rounds of alternating tilegrad / PyTorch steps timed in one process "
-                          "(default 10)")
-    distributed.add_arguments(p)
     return p
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parses argv and fills every option left unset from --quick's values, then the defaults;
-    args.given lists the options typed on the command line (argparse's defaults are not)."""
-    parser = build_parser()
+def parse_args(argv: Optional[Sequence[str]] = None,
+               parser: Optional[argparse.ArgumentParser] = None) -> argparse.Namespace:
+    """Parses argv (with build_parser(), or a parser extending it) and fills every option left unset
+    from DEFAULTS; args.given lists the options typed on the command line (argparse's defaults are not)."""
+    parser = parser or build_parser()
     parser_defaults = vars(parser.parse_args([]))
     # argparse leaves an option the namespace already holds alone unless it is typed
     args = parser.parse_args(argv, argparse.Namespace(**dict.fromkeys(parser_defaults, UNSET)))
@@ -174,12 +160,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for key, value in parser_defaults.items():
         if getattr(args, key) is UNSET:
             setattr(args, key, value)
-    # --quick: one thread, as a model this small spends more on waking threads than on arithmetic
-    for key, value in {**DEFAULTS, **(QUICK if args.quick else {})}.items():
+    for key, value in DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.out is None:
-        args.out = args.resume or Path("runs") / ("train_lm_quick" if args.quick else "train_lm")
+        args.out = args.resume or Path("runs") / "train_lm"
     check_args(args)
     return args
 
@@ -187,7 +172,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def check_args(args: argparse.Namespace) -> None:
     """Rejects values that cannot work, naming the flag, the value and what to do (UsageError)."""
     positive = ("steps", "batch_size", "context", "dim", "layers", "heads", "ffn_dim", "eval_interval",
-                "eval_batches", "timing_rounds")
+                "eval_batches")
     for name in positive:
         if getattr(args, name) < 1:
             raise UsageError(f"train_lm: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -214,10 +199,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"train_lm: --filter TAU must be in (0, 1), got {args.filter}")
     if args.filter is not None and args.baseline:
         raise UsageError("train_lm: --filter applies to the tilegrad path; --baseline trains PyTorch's own ops")
-    if args.compare and (args.baseline or args.resume):
-        first, second = compared_paths(args)
-        raise UsageError("train_lm: --compare runs both paths itself; resume one of them with "
-                         f"--resume OUT/{first} or --resume OUT/{second}")
     check_resume_flags(args)
     if args.resume is None:
         check_folder("--out", args.out)
@@ -481,11 +462,6 @@ def ops_of(path: str, args: argparse.Namespace):
     return make_ops(path == "pytorch", args.filter if path == "filtered" else None)
 
 
-def compared_paths(args: argparse.Namespace) -> Tuple[str, str]:
-    """--compare's two runs, the first measured against the second."""
-    return FILTER_PATHS if args.filter else PATHS
-
-
 # ----------------------------------------------------------------------------------------------------
 # The model: plain PyTorch, ops injected
 # ----------------------------------------------------------------------------------------------------
@@ -693,11 +669,11 @@ class PeakMemory:
 
 
 class StopFlag:
-    """Set by Ctrl-C (SIGINT) or --stop-at; the loop checks it between steps, so the checkpoint is
-    always taken between two whole optimizer steps. A second Ctrl-C stops at once."""
+    """Set by Ctrl-C (SIGINT); the loop checks it between steps, so the checkpoint is always taken
+    between two whole optimizer steps. A second Ctrl-C stops at once."""
 
-    def __init__(self, stop_at: Optional[int]) -> None:
-        self.stop_at, self.requested = stop_at, False
+    def __init__(self) -> None:
+        self.requested = False
 
     def __enter__(self) -> "StopFlag":
         self.previous = signal.signal(signal.SIGINT, self._handler)
@@ -711,7 +687,8 @@ class StopFlag:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def should_stop(self, completed: int) -> bool:
-        return self.requested or (self.stop_at is not None and completed >= self.stop_at)
+        """Whether to stop after `completed` steps."""
+        return self.requested
 
 
 class JsonLog:
@@ -746,18 +723,12 @@ def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, com
 
 
 def resume_folder(folder: Path) -> Path:
-    """The run folder --resume continues: FOLDER itself, or for a folder written by --compare (which
-    holds one run per path) its first run (tilegrad's, or with --filter the filtered one)."""
-    if (folder / CHECKPOINT).is_file():
-        return folder
-    paths = FILTER_PATHS if (folder / FILTER_PATHS[0] / CHECKPOINT).is_file() else PATHS
-    inner = folder / paths[0]
-    if (inner / CHECKPOINT).is_file():
-        print(f"train_lm: {folder} was written by --compare; resuming its {paths[0]} run ({inner}); "
-              f"the {paths[1]} run resumes with --resume {folder / paths[1]}", flush=True)
-        return inner
-    raise UsageError(f"train_lm: --resume needs {folder / CHECKPOINT} (a run folder) or {inner / CHECKPOINT} "
-                     f"(a --compare folder), and neither exists")
+    """The run folder --resume continues; a folder of benchmarks/bench_train_lm.py holds one per path."""
+    if not (folder / CHECKPOINT).is_file():
+        inside = sorted(str(f.parent) for f in folder.glob(f"*/{CHECKPOINT}"))
+        hint = f": it holds runs in {', '.join(inside)}, resume one of them" if inside else ""
+        raise UsageError(f"train_lm: --resume needs a run folder, and {folder / CHECKPOINT} does not exist{hint}")
+    return folder
 
 
 def load_checkpoint(folder: Path) -> Dict:
@@ -813,7 +784,7 @@ def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
     for key in RESUMABLE:
         if key in args.given:
             saved[key] = getattr(args, key)
-    saved.update(resume=args.resume, out=args.resume, stop_at=args.stop_at, compare=False, overwrite=False)
+    saved.update(resume=args.resume, out=args.resume, overwrite=False)
     for key in ("text", "cache_dir"):
         saved[key] = Path(saved[key]) if saved.get(key) else None
     restored = argparse.Namespace(**saved)
@@ -853,11 +824,8 @@ def flag_text(key: str, value) -> str:
 
 
 def run_files(args: argparse.Namespace) -> List[Path]:
-    """The files this command writes into --out (with --compare: its own and its two runs')."""
-    if not args.compare:
-        return [args.out / name for name in (CHECKPOINT, LOG, SUMMARY)]
-    runs = [args.out / path / name for path in compared_paths(args) for name in (CHECKPOINT, LOG, SUMMARY)]
-    return [args.out / name for name in (SUMMARY, "summary.md", "loss.png")] + runs
+    """The files a run writes into --out."""
+    return [args.out / name for name in (CHECKPOINT, LOG, SUMMARY)]
 
 
 def guard_out_dir(args: argparse.Namespace) -> None:
@@ -889,11 +857,33 @@ def num_threads(threads: Optional[int]):
         torch.set_num_threads(previous)
 
 
+class OneProcess:
+    """The hooks train() calls, with which train_lm_distributed.py spreads a run over several processes;
+    in one process they change nothing."""
+
+    is_main = True
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def track_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        pass
+
+    def agreed(self, stop: "StopFlag") -> "StopFlag":
+        return stop
+
+    def main_rank_first(self):
+        return contextlib.nullcontext()
+
+    def describe(self) -> Dict:
+        return {}
+
+
 def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None, parallel=None) -> Dict:
     """Trains one path; writes log.jsonl, summary.json and checkpoint.pt to args.out; returns the summary.
-    `parallel`: this rank's distributed.start(args) under torchrun (default: one process)."""
+    `parallel`: the hooks of OneProcess (default), e.g. a rank's under train_lm_distributed.py."""
     with num_threads(args.threads):
-        return train_with_current_threads(args, data, ckpt, parallel or distributed.SingleProcess())
+        return train_with_current_threads(args, data, ckpt, parallel or OneProcess())
 
 
 def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict], parallel) -> Dict:
@@ -923,7 +913,7 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     memory = PeakMemory()
     memory.start()
     last_val = None
-    with parallel.agreed(StopFlag(args.stop_at)) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
+    with parallel.agreed(StopFlag()) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
                                               dynamic_ncols=True, mininterval=0.5) as bar:
         while completed < args.steps and not stop.should_stop(completed):
             lr = learning_rate(completed, args.steps, args.lr)
@@ -1012,203 +1002,32 @@ def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> 
 
 
 # ----------------------------------------------------------------------------------------------------
-# --compare: each path in a fresh process (clean peak memory), then the plot and the table
-# ----------------------------------------------------------------------------------------------------
 
-FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "threads", "seed", "eval_interval", "eval_batches",
-             "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
-             "sample_tokens")
-
-
-PATH_FLAGS = {"tilegrad": lambda args: [], "pytorch": lambda args: ["--baseline"],
-              "filtered": lambda args: ["--filter", repr(args.filter)]}
-
-
-def child_command(args: argparse.Namespace, path: str) -> List[str]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(args.out / path)]
-    for key in FORWARDED:
-        value = getattr(args, key)
-        if value is not None:
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
-    return cmd + PATH_FLAGS[path](args) + (["--overwrite"] if args.overwrite else [])
-
-
-def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dict[str, Dict[str, float]]:
-    """ms per training step of both paths, measured alternately on the same batches in one process.
-
-    The machine's other load then hits both paths alike; min and median over the rounds (after one
-    warm-up round) are reported. The training runs' own step times are kept in their logs.
-    """
-    cfg = model_config(args, data)
-    runs = {}
-    for path in compared_paths(args):
-        torch.manual_seed(args.seed)
-        model = build_model(cfg, ops_of(path, args), args.param_dtype)
-        runs[path] = (model, make_optimizer(model, args.lr))
-    times: Dict[str, List[float]] = {path: [] for path in runs}
-    with num_threads(args.threads):
-        alternate_steps(args, data, runs, times, rounds)
-    return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
-
-
-def alternate_steps(args, data: Data, runs, times: Dict[str, List[float]], rounds: int) -> None:
-    for step in range(rounds + 1):
-        batch = train_batch(data.train, step, args.seed, args.batch_size, args.context)
-        order = list(runs) if step % 2 == 0 else list(runs)[::-1]
-        for path in order:
-            model, opt = runs[path]
-            _, ms = train_step(model, opt, batch, args.lr, args.dtype)
-            if step > 0:
-                times[path].append(ms)
-
-
-def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
-    """Both training runs (each in a fresh process), then the interleaved timing, plot and table."""
-    args.out.mkdir(parents=True, exist_ok=True)
-    for path in compared_paths(args):
-        print(f"\n=== {path} ===", flush=True)
-        run_child(child_command(args, path), args.out / path)
-    return compare_report(args, data)
-
-
-def run_child(cmd: List[str], out: Path) -> None:
-    """One --compare run in its own process; a failed one stops --compare with its exit status (it has
-    printed why). Ctrl-C reaches the run too (the terminal signals the whole process group) and it
-    saves its checkpoint before it exits: wait for that (subprocess.run would kill it after 0.25 s)."""
-    with subprocess.Popen(cmd) as child:
-        try:
-            status = child.wait()
-        except KeyboardInterrupt:
-            child.wait()  # a second Ctrl-C stops the run at once, and this wait with it
-            saved = f"continue it with --resume {out}" if (out / CHECKPOINT).is_file() else "nothing saved"
-            print(f"train_lm: --compare stopped by Ctrl-C in the run in {out}: {saved}", file=sys.stderr,
-                  flush=True)
-            raise SystemExit(130) from None
-    if status:
-        raise SystemExit(status)
-
-
-def compare_report(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
-    """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
-    paths = compared_paths(args)
-    summaries = {p: json.loads((args.out / p / SUMMARY).read_text()) for p in paths}
-    print(f"\n=== timing: {args.timing_rounds} rounds of alternating steps ===", flush=True)
-    for path, timing in interleaved_timing(args, data, args.timing_rounds).items():
-        summaries[path]["interleaved"] = timing
-    (args.out / SUMMARY).write_text(json.dumps(summaries, indent=2) + "\n")
-    logs = {p: read_log(args.out / p / LOG) for p in paths}
-    plot(logs, args.out / "loss.png")
-    table = summary_table(summaries, paths)
-    if args.filter:
-        table += "\n\n" + filtering_table(logs["filtered"])
-    (args.out / "summary.md").write_text(table + "\n")
-    print("\n" + table)
-    print(f"\nplot: {args.out / 'loss.png'}   logs: {args.out}/<path>/{LOG}")
-    return summaries
-
-
-LABELS = {"tilegrad": "tilegrad", "pytorch": "PyTorch", "filtered": "tilegrad, filtered"}
-
-
-def summary_table(s: Dict[str, Dict], paths: Tuple[str, str] = PATHS) -> str:
-    """Markdown table: both paths side by side, and the first relative to the second."""
-    t, b = s[paths[0]], s[paths[1]]
-    ti, bi = t["interleaved"], b["interleaved"]
-    tokens = t["tokens_per_step"]
-    mem_t, mem_b = t["peak_memory_mib"], b["peak_memory_mib"]
-    rows = [
-        ("ms per step (interleaved, median)", f"{ti['median_ms']:.1f}", f"{bi['median_ms']:.1f}",
-         f"{bi['median_ms'] / ti['median_ms']:.2f}x faster"),
-        ("ms per step (interleaved, min)", f"{ti['min_ms']:.1f}", f"{bi['min_ms']:.1f}",
-         f"{bi['min_ms'] / ti['min_ms']:.2f}x faster"),
-        ("tokens / s (interleaved, median)", f"{tokens / ti['median_ms'] * 1e3:,.0f}",
-         f"{tokens / bi['median_ms'] * 1e3:,.0f}", ""),
-        ("ms per step (own training run, median)", f"{t['ms_per_step']:.1f}", f"{b['ms_per_step']:.1f}",
-         f"{b['ms_per_step'] / t['ms_per_step']:.2f}x faster"),
-        ("peak memory (training, RSS growth)", "n/a" if mem_t is None else f"{mem_t:,.0f} MiB",
-         "n/a" if mem_b is None else f"{mem_b:,.0f} MiB",
-         "n/a" if not mem_t or not mem_b else f"{1 - mem_t / mem_b:.0%} less" if mem_t <= mem_b
-         else f"{mem_t / mem_b - 1:.0%} more"),
-        ("final train loss (mean of last 10 steps)", f"{t['final_train_loss']:.3f}",
-         f"{b['final_train_loss']:.3f}", f"{abs(t['final_train_loss'] / b['final_train_loss'] - 1):.2%} apart"),
-        ("validation loss, first -> final", f"{t['first_val_loss']:.3f} -> {t['final_val_loss']:.3f}",
-         f"{b['first_val_loss']:.3f} -> {b['final_val_loss']:.3f}",
-         f"{abs(t['final_val_loss'] / b['final_val_loss'] - 1):.2%} apart"),
-    ]
-    head = (f"{t['parameters'] / 1e6:.2f}M parameters, vocabulary {t['vocab']}, {t['steps']} steps x "
-            f"{tokens} tokens, {t['dtype']}, {t.get('param_dtype', 'float32')} parameters, "
-            f"{t['threads']} threads\n\n")
-    first, second = LABELS[paths[0]], LABELS[paths[1]]
-    lines = [f"| | {first} | {second} | {first} vs {second} |", "|---|---:|---:|---|"]
-    lines += [f"| {name} | {a} | {c} | {r} |" for name, a, c, r in rows]
-    return head + "\n".join(lines)
-
-
-def filtering_table(records: List[Dict], rows: int = 10) -> str:
-    """Markdown table of a --filter run by step: the shares of logits-gradient blocks the LM head's
-    grad_input / grad_weight products skipped and the largest dropped fraction of a row's bound (means
-    and maximum over each stretch of steps), with the training loss."""
-    steps = [r for r in records if "input_skipped" in r]
-    if not steps:
-        return "(no filtered steps logged)"
-    size = max(1, math.ceil(len(steps) / rows))
-    lines = ["| steps | grad_input blocks skipped | grad_weight blocks skipped | max row dropped | train loss |",
-             "|---|---:|---:|---:|---:|"]
-    for start in range(0, len(steps), size):
-        part = steps[start:start + size]
-        mean = lambda key: sum(r[key] for r in part) / len(part)  # noqa: E731
-        lines.append(f"| {part[0]['step']}-{part[-1]['step']} | {mean('input_skipped'):.1%} | "
-                     f"{mean('weight_skipped'):.1%} | {max(r['max_row_dropped'] for r in part):.1e} | "
-                     f"{mean('train_loss'):.3f} |")
-    return "\n".join(lines)
-
-
-def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
-    """loss.png: train (thin) and validation (markers) loss per step for both paths."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"tilegrad": "tab:orange", "pytorch": "tab:blue", "filtered": "tab:green"}
-    second = list(logs)[-1]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    for path, records in logs.items():
-        train = [(r["step"], r["train_loss"]) for r in records if "train_loss" in r]
-        val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
-        ax.plot(*zip(*train), color=colors[path], alpha=0.45, lw=1, label=f"{path} train")
-        ax.plot(*zip(*val), color=colors[path], marker="o", ms=4, lw=1.5,
-                ls="--" if path == second else "-", label=f"{path} validation")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("cross entropy (nats / token)")
-    first = list(logs)[0]
-    ax.set_title(f"Small language model on CPU: {LABELS[first]} vs {LABELS[second]} (same seed)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(file)
-    plt.close(fig)
-
-
-# ----------------------------------------------------------------------------------------------------
-
-def main(argv: Optional[Sequence[str]] = None) -> Dict:
+def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,
+         start=None) -> Dict:
     """Runs the command line argv (default: sys.argv's) and returns the summary; a mistake in it is
-    printed as one line to stderr and raised as UsageError (exit status 2)."""
+    printed as one line to stderr and raised as UsageError (exit status 2). train_lm_distributed.py
+    passes its `parser` (build_parser()'s with its flags) and `start(args)`, which returns the hooks
+    of OneProcess for this process (default: OneProcess itself)."""
     try:
-        return run(argv)
+        return run(argv, parser, start)
     except UsageError as error:
         print(error, file=sys.stderr, flush=True)
         raise
 
 
-def run(argv: Optional[Sequence[str]]) -> Dict:
-    args = parse_args(argv)
+def run(argv: Optional[Sequence[str]], parser: Optional[argparse.ArgumentParser], start) -> Dict:
+    if start is None and os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1"):
+        raise UsageError(f"train_lm: started as rank {os.environ.get('RANK', '?')} of {os.environ['WORLD_SIZE']} "
+                         "processes (torchrun): train_lm.py runs in one process; use "
+                         "examples/train_lm_distributed.py, with the same flags, to train on several")
+    args = parse_args(argv, parser)
     ckpt = None
     if args.resume is not None:
         args, ckpt = restore_args(args)
     else:
         guard_out_dir(args)
-    parallel = distributed.start(args)
+    parallel = start(args) if start else OneProcess()
     with parallel.main_rank_first():
         data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
     print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
@@ -1222,13 +1041,8 @@ def run(argv: Optional[Sequence[str]]) -> Dict:
     if ckpt is not None:
         check_same_tokens(args, ckpt, data)
     remove_previous_run(args)
-    if args.compare:
-        return compare(args, data)
     return train(args, data, ckpt, parallel)
 
 
 if __name__ == "__main__":
-    if distributed.launched_by_torchrun():
-        distributed.run_then_exit(main)
-    else:
-        main()
+    main()
