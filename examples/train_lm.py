@@ -381,8 +381,9 @@ class TorchOps:
 
     @staticmethod
     def lm_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Mean cross entropy of the LM head: builds the whole (tokens, vocab) logits."""
-        return F.cross_entropy(F.linear(hidden, weight), target)
+        """Mean cross entropy of the LM head: builds the whole (tokens, vocab) logits, upcast to float32
+        as Hugging Face's loss does (a 16-bit loss would be rounded to steps of 1/32 near 6)."""
+        return F.cross_entropy(F.linear(hidden, weight).float(), target)
 
     @staticmethod
     def optimizer(groups: List[Dict], lr: float, betas: Tuple[float, float], max_grad_norm: float,
@@ -425,8 +426,10 @@ class TilegradOps:
 
     def lm_loss(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean cross entropy from the hidden states, fused: the logits never exist whole (under
-        autocast the projection runs in the autocast dtype, as F.linear's would)."""
-        return self.tgt.linear_cross_entropy(hidden, weight, target, filter_tolerance=self.filter_tolerance)
+        autocast the projection runs in the autocast dtype, as F.linear's would); the loss is float32
+        for 16-bit inputs, unrounded."""
+        return self.tgt.linear_cross_entropy(hidden, weight, target, filter_tolerance=self.filter_tolerance,
+                                             loss_dtype=torch.float32)
 
     def step_stats(self) -> Dict[str, float]:
         """The LM head's gradient filtering in this thread's last fused call (the training step's:

@@ -465,3 +465,19 @@ def test_resume_on_a_text_changed_since_warns_or_refuses(tmp_path, capfd):
     message = refusal(["--resume", run], main=True)
     assert f"--resume {run}: the text gives a vocabulary of" in message and "the checkpoint's model has 512" in message
     assert folder_bytes(run) == before
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+def test_bf16_loss_is_float32_unrounded_on_both_paths(baseline):
+    """--param-dtype bfloat16 logs float32 losses: the LM head's loss of bf16 hidden states and weights
+    equals the float64 cross entropy of the same values, not its bf16 rounding (steps of 1/32 near 6)."""
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, 32, generator=gen).to(torch.bfloat16)
+    weight = (torch.randn(500, 32, generator=gen) * 0.3).to(torch.bfloat16)
+    target = torch.randint(0, 500, (64,), generator=gen)
+    loss = train_lm.make_ops(baseline).lm_loss(hidden, weight, target)
+    logits = hidden.double() @ weight.double().T
+    expected = float(torch.nn.functional.cross_entropy(logits, target))
+    assert loss.dtype == torch.float32
+    assert abs(float(loss) - expected) <= 2e-3 * expected  # bf16 logits of the baseline: one rounding
+    assert float(loss) != float(torch.tensor(expected).to(torch.bfloat16))
