@@ -17,21 +17,18 @@ constexpr const char* kBwd = "aclnnFlashAttentionScoreGrad";
 FlashAttentionOptions options_of(double scale_value, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
                                  int64_t head_num, const std::string& input_layout, int64_t inner_precise,
                                  int64_t sparse_mode) {
-  FlashAttentionOptions o;
-  o.scale_value = scale_value;
-  o.keep_prob = keep_prob;
-  o.pre_tokens = pre_tokens;
-  o.next_tokens = next_tokens;
-  o.head_num = head_num;
-  o.input_layout = input_layout;
-  o.inner_precise = inner_precise;
-  o.sparse_mode = sparse_mode;
-  return o;
+  return {scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout, inner_precise, sparse_mode};
 }
 
-ops::FlashAttentionShape shape_from(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
-                                    int64_t head_dim, int64_t value_dim) {
-  return {batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim};
+// A tiling test hook over (batch, heads, kv_heads, q_len, kv_len, head_dim, value_dim) + the machine.
+template <class TilingFn>
+void def_attention_tiling_hook(py::module_& m, const char* name, TilingFn tiling) {
+  py_support::def_tiling_hook<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>(
+      m, name,
+      [tiling](int64_t b, int64_t n1, int64_t n2, int64_t sq, int64_t skv, int64_t d, int64_t dv,
+               const core::Platform& p) { return tiling(ops::FlashAttentionShape{b, n1, n2, sq, skv, d, dv}, p); },
+      py::arg("batch"), py::arg("heads"), py::arg("kv_heads"), py::arg("q_len"), py::arg("kv_len"), py::arg("head_dim"),
+      py::arg("value_dim"));
 }
 
 }  // namespace
@@ -100,19 +97,6 @@ void bind_flash_attention_score(py::module_& m) {
       py::arg("input_layout"), py::arg("inner_precise"), py::arg("sparse_mode"), py::arg("dq_out") = py::none(),
       py::arg("dk_out") = py::none(), py::arg("dv_out") = py::none());
 
-  py_support::def_tiling_hook<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>(
-      m, "_flash_attention_score_tiling",
-      [](int64_t b, int64_t n1, int64_t n2, int64_t sq, int64_t skv, int64_t d, int64_t dv, const core::Platform& p) {
-        return ops::flash_attention_score_tiling(shape_from(b, n1, n2, sq, skv, d, dv), p);
-      },
-      py::arg("batch"), py::arg("heads"), py::arg("kv_heads"), py::arg("q_len"), py::arg("kv_len"), py::arg("head_dim"),
-      py::arg("value_dim"));
-
-  py_support::def_tiling_hook<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>(
-      m, "_flash_attention_score_grad_tiling",
-      [](int64_t b, int64_t n1, int64_t n2, int64_t sq, int64_t skv, int64_t d, int64_t dv, const core::Platform& p) {
-        return ops::flash_attention_score_grad_tiling(shape_from(b, n1, n2, sq, skv, d, dv), p);
-      },
-      py::arg("batch"), py::arg("heads"), py::arg("kv_heads"), py::arg("q_len"), py::arg("kv_len"), py::arg("head_dim"),
-      py::arg("value_dim"));
+  def_attention_tiling_hook(m, "_flash_attention_score_tiling", ops::flash_attention_score_tiling);
+  def_attention_tiling_hook(m, "_flash_attention_score_grad_tiling", ops::flash_attention_score_grad_tiling);
 }

@@ -206,6 +206,17 @@ std::vector<int64_t> layout_shape(const Geometry& g, int64_t seq, int64_t n, int
   }
 }
 
+void check_outputs_apart(const char* op, std::initializer_list<NamedView> outputs,
+                         std::initializer_list<NamedView> inputs) {
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
+    core::require_no_self_overlap(op, out->name, *out->view);
+    for (const NamedView& in : inputs)
+      core::require_no_partial_overlap(op, out->name, *out->view, in.name, *in.view, false);
+    for (auto other = outputs.begin(); other != out; ++other)
+      core::require_no_partial_overlap(op, out->name, *out->view, other->name, *other->view, false);
+  }
+}
+
 void check_stats(const char* op, const char* arg, const TensorView& t, const Geometry& g) {
   core::require_well_formed(op, arg, t);
   core::require_dtype(op, arg, t, {DType::kFloat32});

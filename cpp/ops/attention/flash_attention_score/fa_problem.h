@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "tilegrad/flash_attention_score.hpp"
 #include "tilegrad/tensor_view.hpp"
@@ -64,6 +66,14 @@ Problem check_problem(const char* op, const Geometry& g, const TensorView& pse, 
 Heads heads_of(const TensorView& t, Layout layout, int64_t n);
 // Shape of a tensor of the layout with n heads of dim d (the query's with D = Dv for attentionOut).
 std::vector<int64_t> layout_shape(const Geometry& g, int64_t seq, int64_t n, int64_t d);
+
+// Every output is free of self-overlap and overlaps no input and no other output (161002).
+struct NamedView {
+  const char* name;
+  const TensorView* view;
+};
+void check_outputs_apart(const char* op, std::initializer_list<NamedView> outputs,
+                         std::initializer_list<NamedView> inputs);
 
 // softmaxMax / softmaxSum: float32 [B, N1, Sq, 8].
 void check_stats(const char* op, const char* arg, const TensorView& t, const Geometry& g);

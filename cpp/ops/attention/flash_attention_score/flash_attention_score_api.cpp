@@ -42,16 +42,8 @@ fa::Problem validate(const TensorView& q, const TensorView& k, const TensorView&
   core::require_shape(kOp, "attentionOutOut", out, fa::layout_shape(g, g.q_len, g.heads, g.value_dim),
                       "query's shape with value's head dim");
   const fa::Problem p = fa::check_problem(kOp, g, pse, drop_mask, atten_mask, o);
-  const TensorView* outs[] = {&smax, &ssum, &out};
-  const char* out_names[] = {"softmaxMaxOut", "softmaxSumOut", "attentionOutOut"};
-  const TensorView* ins[] = {&q, &k, &v, &atten_mask};
-  const char* in_names[] = {"query", "key", "value", "attenMaskOptional"};
-  for (int i = 0; i < 3; ++i) {
-    core::require_no_self_overlap(kOp, out_names[i], *outs[i]);
-    for (int j = 0; j < 4; ++j) core::require_no_partial_overlap(kOp, out_names[i], *outs[i], in_names[j], *ins[j], false);
-    for (int j = 0; j < i; ++j)
-      core::require_no_partial_overlap(kOp, out_names[i], *outs[i], out_names[j], *outs[j], false);
-  }
+  fa::check_outputs_apart(kOp, {{"softmaxMaxOut", &smax}, {"softmaxSumOut", &ssum}, {"attentionOutOut", &out}},
+                          {{"query", &q}, {"key", &k}, {"value", &v}, {"attenMaskOptional", &atten_mask}});
   return p;
 }
 
@@ -201,15 +193,8 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
         core::require_not_null(op, "softmaxMaxOut", softmaxMaxOut);
         core::require_not_null(op, "softmaxSumOut", softmaxSumOut);
         core::require_not_null(op, "attentionOutOut", attentionOutOut);
-        FlashAttentionOptions o;
-        o.scale_value = scaleValue;
-        o.keep_prob = keepProb;
-        o.pre_tokens = preTokens;
-        o.next_tokens = nextTokens;
-        o.head_num = headNum;
-        o.input_layout = layout;
-        o.inner_precise = innerPrecise;
-        o.sparse_mode = sparseMode;
+        const FlashAttentionOptions o{scaleValue, keepProb, preTokens, nextTokens,
+                                      headNum, layout, innerPrecise, sparseMode};
         const TensorView q = core::view_of(op, "query", query), k = core::view_of(op, "key", key),
                          v = core::view_of(op, "value", value);
         const TensorView pse = core::optional_view_of(op, "realShiftOptional", realShiftOptional);

@@ -43,25 +43,19 @@ fa::Problem validate(const GradTensors& t, const TensorView& pse, const TensorVi
   core::require_shape(kOp, "attentionInOptional", t.attn_in, out_shape, "the forward output's shape");
   fa::check_stats(kOp, "softmaxMaxOptional", t.smax, g);
   fa::check_stats(kOp, "softmaxSumOptional", t.ssum, g);
-  const TensorView* outs[] = {&t.dq, &t.dk, &t.dv};
+  const std::pair<const char*, const TensorView*> outs[] = {{"dqOut", &t.dq}, {"dkOut", &t.dk}, {"dvOut", &t.dv}};
   const TensorView* like[] = {&t.q, &t.k, &t.v};
-  const char* out_names[] = {"dqOut", "dkOut", "dvOut"};
   const char* like_names[] = {"query", "keyIn", "value"};
   for (int i = 0; i < 3; ++i) {
-    core::require_well_formed(kOp, out_names[i], *outs[i]);
-    core::require_same_dtype(kOp, out_names[i], *outs[i], "query", t.q);
-    core::require_shape(kOp, out_names[i], *outs[i], like[i]->shape, like_names[i]);
+    core::require_well_formed(kOp, outs[i].first, *outs[i].second);
+    core::require_same_dtype(kOp, outs[i].first, *outs[i].second, "query", t.q);
+    core::require_shape(kOp, outs[i].first, *outs[i].second, like[i]->shape, like_names[i]);
   }
   const fa::Problem p = fa::check_problem(kOp, g, pse, drop_mask, t.mask, o);
-  const TensorView* ins[] = {&t.q, &t.k, &t.v, &t.dy, &t.smax, &t.ssum, &t.attn_in, &t.mask};
-  const char* in_names[] = {"query", "keyIn", "value", "dy", "softmaxMaxOptional", "softmaxSumOptional",
-                            "attentionInOptional", "attenMaskOptional"};
-  for (int i = 0; i < 3; ++i) {
-    core::require_no_self_overlap(kOp, out_names[i], *outs[i]);
-    for (int j = 0; j < 8; ++j) core::require_no_partial_overlap(kOp, out_names[i], *outs[i], in_names[j], *ins[j], false);
-    for (int j = 0; j < i; ++j)
-      core::require_no_partial_overlap(kOp, out_names[i], *outs[i], out_names[j], *outs[j], false);
-  }
+  fa::check_outputs_apart(kOp, {{"dqOut", &t.dq}, {"dkOut", &t.dk}, {"dvOut", &t.dv}},
+                          {{"query", &t.q}, {"keyIn", &t.k}, {"value", &t.v}, {"dy", &t.dy},
+                           {"softmaxMaxOptional", &t.smax}, {"softmaxSumOptional", &t.ssum},
+                           {"attentionInOptional", &t.attn_in}, {"attenMaskOptional", &t.mask}});
   return p;
 }
 
@@ -274,15 +268,8 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
                                     attentionInOptional, dqOut, dkOut, dvOut};
         for (int i = 0; i < 10; ++i) core::require_not_null(op, required[i], given[i]);
         core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
-        FlashAttentionOptions o;
-        o.scale_value = scaleValue;
-        o.keep_prob = keepProb;
-        o.pre_tokens = preTokens;
-        o.next_tokens = nextTokens;
-        o.head_num = headNum;
-        o.input_layout = layout;
-        o.inner_precise = innerPrecise;
-        o.sparse_mode = sparseMode;
+        const FlashAttentionOptions o{scaleValue, keepProb, preTokens, nextTokens,
+                                      headNum, layout, innerPrecise, sparseMode};
         const TensorView q = core::view_of(op, "query", query), k = core::view_of(op, "keyIn", keyIn),
                          v = core::view_of(op, "value", value), dyv = core::view_of(op, "dy", dy);
         const TensorView pse = core::optional_view_of(op, "pseShiftOptional", pseShiftOptional);
