@@ -48,3 +48,10 @@ def test_workspace_grows_by_scratch_per_thread_only():
     per_thread = two["workspace_bytes"] - one["workspace_bytes"]
     assert per_thread > 0
     assert four["workspace_bytes"] - one["workspace_bytes"] == 3 * per_thread
+
+
+@pytest.mark.parametrize("hook", ["_flash_attention_score_tiling", "_flash_attention_score_grad_tiling"])
+def test_sizes_beyond_64_bits_are_refused(hook):
+    with pytest.raises(ValueError, match="overflows 64-bit sizes") as e:
+        getattr(_core, hook)(1 << 31, 256, 256, 1 << 20, 1 << 20, 768, 768, threads=2)
+    assert e.value.code == 161002

@@ -21,7 +21,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 int64_t round64(int64_t bytes) { return core::checked_align64(kOp, "workspace", bytes); }
 
 int64_t packed_bytes(int64_t b, int64_t n, int64_t s, int64_t d) {
-  return round64(core::checked_mul(kOp, "workspace", core::checked_mul(kOp, "workspace", b * n, s), d * 4));
+  const int64_t rows = core::checked_mul(kOp, "workspace", core::checked_mul(kOp, "workspace", b, n), s);
+  return round64(core::checked_mul(kOp, "workspace", rows, core::checked_mul(kOp, "workspace", d, 4)));
 }
 
 void plan_common(FlashAttentionTiling& t, const FlashAttentionShape& s, const core::Platform& p) {
@@ -31,7 +32,7 @@ void plan_common(FlashAttentionTiling& t, const FlashAttentionShape& s, const co
   t.block_kv = std::max<int64_t>(1, std::min(kBlockKv, s.kv_len));
   t.q_blocks = ceil_div(s.q_len, t.block_q);
   t.kv_blocks = ceil_div(s.kv_len, t.block_kv);
-  t.tasks = s.batch * s.heads * t.q_blocks;
+  t.tasks = core::checked_mul(kOp, "tasks", core::checked_mul(kOp, "tasks", s.batch, s.heads), t.q_blocks);
 }
 
 int64_t finish(FlashAttentionTiling& t, int64_t offset, int64_t max_tasks, const core::Platform& p) {
@@ -89,7 +90,7 @@ FlashAttentionTiling flash_attention_score_grad_tiling(const FlashAttentionShape
   t.grad_block_kv = std::max<int64_t>(1, std::min(kGradBlockKv, s.kv_len));
   t.grad_block_q = std::max<int64_t>(1, std::min(kGradBlockQ, s.q_len));
   t.grad_kv_blocks = ceil_div(s.kv_len, t.grad_block_kv);
-  t.grad_kv_tasks = s.batch * s.kv_heads * t.grad_kv_blocks;
+  t.grad_kv_tasks = core::checked_mul(kOp, "tasks", core::checked_mul(kOp, "tasks", s.batch, s.kv_heads), t.grad_kv_blocks);
   int64_t at = 0;
   const auto take = [&](int64_t bytes) {
     const int64_t here = at;
