@@ -179,8 +179,9 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
   const char* op = ops::kOp;
-  const std::string layout = inputLayout ? inputLayout : "";
   const bool has_layout = inputLayout != nullptr;
+  const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
+                                                         inputLayout, innerPrecise, sparseMode);
   return core::create_rebindable_executor(
       op,
       {{"query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional", "attenMaskOptional"},
@@ -193,8 +194,6 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
         core::require_not_null(op, "softmaxMaxOut", softmaxMaxOut);
         core::require_not_null(op, "softmaxSumOut", softmaxSumOut);
         core::require_not_null(op, "attentionOutOut", attentionOutOut);
-        const FlashAttentionOptions o{scaleValue, keepProb, preTokens, nextTokens,
-                                      headNum, layout, innerPrecise, sparseMode};
         const TensorView q = core::view_of(op, "query", query), k = core::view_of(op, "key", key),
                          v = core::view_of(op, "value", value);
         const TensorView pse = core::optional_view_of(op, "realShiftOptional", realShiftOptional);

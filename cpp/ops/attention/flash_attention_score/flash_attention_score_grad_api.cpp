@@ -253,8 +253,9 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
     const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
   const char* op = ops::kOp;
-  const std::string layout = inputLayout ? inputLayout : "";
   const bool has_layout = inputLayout != nullptr;
+  const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
+                                                         inputLayout, innerPrecise, sparseMode);
   return core::create_rebindable_executor(
       op,
       {{"query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
@@ -268,8 +269,6 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
                                     attentionInOptional, dqOut, dkOut, dvOut};
         for (int i = 0; i < 10; ++i) core::require_not_null(op, required[i], given[i]);
         core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
-        const FlashAttentionOptions o{scaleValue, keepProb, preTokens, nextTokens,
-                                      headNum, layout, innerPrecise, sparseMode};
         const TensorView q = core::view_of(op, "query", query), k = core::view_of(op, "keyIn", keyIn),
                          v = core::view_of(op, "value", value), dyv = core::view_of(op, "dy", dy);
         const TensorView pse = core::optional_view_of(op, "pseShiftOptional", pseShiftOptional);
