@@ -8,7 +8,7 @@
 
 #include "aclnnop/aclnn_flash_attention_score.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
+#include "core/workspace.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/gemm.h"
@@ -163,7 +163,7 @@ void flash_attention_score(const TensorView& q, const TensorView& k, const Tenso
                            const TensorView& softmax_sum, const TensorView& attention_out) {
   ops::FlashAttentionLaunch launch(q, k, v, pse, drop_mask, atten_mask, options, softmax_max, softmax_sum,
                                    attention_out);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -9,7 +9,7 @@
 
 #include "aclnnop/aclnn_flash_attention_score_grad.h"
 #include "core/acl_tensor.h"
-#include "core/checked_size.h"
+#include "core/workspace.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -236,7 +236,7 @@ void flash_attention_score_grad(const TensorView& q, const TensorView& k, const 
                                 const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   const ops::GradTensors t{q, k, v, dy, softmax_max, softmax_sum, attention_in, atten_mask, dq, dk, dv};
   ops::FlashAttentionGradLaunch launch(t, pse, drop_mask, options);
-  core::run_now_named(ops::kOp, launch);
+  core::run_now(ops::kOp, launch);
 }
 
 }  // namespace tilegrad

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/checked_size.h"
+#include "core/workspace.h"
 
 namespace tilegrad::ops {
 namespace {
@@ -18,7 +18,7 @@ constexpr int64_t kGradBlockKv = 128;
 constexpr int64_t kGradBlockQ = 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
-int64_t round64(int64_t bytes) { return core::checked_align64(kOp, "workspace", bytes); }
+int64_t round64(int64_t bytes) { return core::align64(kOp, "workspace", bytes); }
 
 int64_t packed_bytes(int64_t b, int64_t n, int64_t s, int64_t d) {
   const int64_t rows = core::checked_mul(kOp, "workspace", core::checked_mul(kOp, "workspace", b, n), s);
