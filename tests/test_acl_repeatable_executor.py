@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
-                        get_workspace_size, last_error, launch, lib, run_op)
+                        create_tensor, get_workspace_size, last_error, launch, lib, run_op)
 from reference.silu import silu_backward_f64
 
 vp = ctypes.c_void_p
@@ -313,3 +313,276 @@ def test_tensors_without_data_get_the_same_workspace_and_checks():
     finally:
         for p in (tg_, ti, to):
             lib.aclDestroyTensor(vp(p))
+
+
+# ---- every operator: a repeatable executor takes new addresses for all of its tensors -------------
+
+lib.aclCreateTensorList.restype = ctypes.c_void_p
+lib.aclCreateTensorList.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64]
+lib.aclDestroyTensorList.argtypes = [vp]
+F32 = np.float32
+c_i64, c_u64, c_f64, c_f32, c_bool = ctypes.c_int64, ctypes.c_uint64, ctypes.c_double, ctypes.c_float, ctypes.c_bool
+
+
+class RebindCase:
+    """An operator's C ABI call over named arrays. `inputs` / `outputs`: its tensor parameters in the order
+    of its GetWorkspaceSize signature (what aclSetInputTensorAddr / aclSetOutputTensorAddr count; a list
+    parameter ends in "[]"); `arrays(rng)`: fresh data for them (None: a null optional tensor; a list of
+    arrays for a list parameter); `args(p)`: the call's arguments with p[name] the tensor (list) pointers;
+    `written`: what the operator writes (outputs, and the updated operands of in-place operators)."""
+
+    def __init__(self, op, inputs, outputs, arrays, args, written=None):
+        self.op, self.inputs, self.outputs, self.arrays, self.args = op, inputs, outputs, arrays, args
+        self.written = written or outputs
+
+
+def _rn(rng, shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(F32)
+
+
+def _flce_stats(rng, bt, h, v):
+    x, w = _rn(rng, (bt, h), 0.5), _rn(rng, (v, h), 0.5)
+    logits = x.astype(np.float64) @ w.astype(np.float64).T
+    mx = logits.max(axis=1).astype(F32)
+    se = np.exp(logits - mx[:, None]).sum(axis=1).astype(F32)
+    return x, w, logits.astype(F32), mx, se
+
+
+def _rebind_cases():
+    bt, h, v = 9, 8, 24
+
+    def flce_grad_arrays(rng):
+        x, w, _, mx, se = _flce_stats(rng, bt, h, v)
+        mask = np.packbits(rng.random(bt) < 0.3, bitorder="little")
+        return {"grad": _rn(rng, bt), "input": x, "weight": w, "targetMask": mask,
+                "maskedTarget": rng.integers(0, v, bt).astype(np.int64), "logitsMaxOptional": mx,
+                "sumExpLogitsOptional": se, "softmaxOptional": None,
+                "inputGradOut": np.zeros((bt, h), F32), "weightGradOut": np.zeros((v, h), F32)}
+
+    def adamw_slot(rng, shape):
+        return [_rn(rng, shape), _rn(rng, shape), _rn(rng, shape, 0.1), np.abs(_rn(rng, shape, 0.01)),
+                np.abs(_rn(rng, shape, 0.01))]
+
+    def fused_adamw_arrays(rng):
+        slots = [adamw_slot(rng, s) for s in [(5, 4), (7,), (3, 3)]]
+        lists = [list(c) for c in zip(*slots)]
+        return {"paramsRef[]": lists[0], "grads[]": lists[1], "expAvgsRef[]": lists[2], "expAvgSqsRef[]": lists[3],
+                "maxExpAvgSqsRef[]": lists[4], "stateSteps[]": [np.array([k], F32) for k in (0, 3, 7)],
+                "gradScaleOptional": np.array([2.0], F32), "foundInfOptional": np.array([0.0], F32)}
+
+    return [
+        RebindCase("aclnnSiluBackward", ["gradOutput", "self"], ["gradInput"],
+                   lambda rng: {"gradOutput": _rn(rng, (3, 5)), "self": _rn(rng, (3, 5)),
+                                "gradInput": np.zeros((3, 5), F32)},
+                   lambda p: [p["gradOutput"], p["self"], p["gradInput"]]),
+        RebindCase("aclnnBinaryCrossEntropyWithLogits", ["self", "target", "weightOptional", "posWeightOptional"],
+                   ["out"],
+                   lambda rng: {"self": _rn(rng, (4, 3)), "target": rng.random((4, 3)).astype(F32),
+                                "weightOptional": np.abs(_rn(rng, 3)), "posWeightOptional": np.abs(_rn(rng, 3)),
+                                "out": np.zeros((4, 3), F32)},
+                   lambda p: [p["self"], p["target"], p["weightOptional"], p["posWeightOptional"], c_i64(0),
+                              p["out"]]),
+        RebindCase("aclnnBinaryCrossEntropyWithLogitsBackward",
+                   ["gradOutput", "self", "target", "weightOptional", "posWeightOptional"], ["out"],
+                   lambda rng: {"gradOutput": _rn(rng, (4, 3)), "self": _rn(rng, (4, 3)),
+                                "target": rng.random((4, 3)).astype(F32), "weightOptional": np.abs(_rn(rng, 3)),
+                                "posWeightOptional": np.abs(_rn(rng, 3)), "out": np.zeros((4, 3), F32)},
+                   lambda p: [p["gradOutput"], p["self"], p["target"], p["weightOptional"], p["posWeightOptional"],
+                              c_i64(0), p["out"]]),
+        RebindCase("aclnnCrossEntropyLoss", ["input", "target", "weightOptional"],
+                   ["lossOut", "logProbOut", "zlossOut", "lseForZlossOut"],
+                   lambda rng: {"input": _rn(rng, (6, 9), 2.0), "target": rng.integers(0, 9, 6).astype(np.int64),
+                                "weightOptional": rng.uniform(0.5, 1.5, 9).astype(F32), "lossOut": np.zeros(6, F32),
+                                "logProbOut": np.zeros((6, 9), F32), "zlossOut": np.zeros(6, F32),
+                                "lseForZlossOut": np.zeros(6, F32)},
+                   lambda p: [p["input"], p["target"], p["weightOptional"], ctypes.c_char_p(b"none"), c_i64(-100),
+                              c_f64(0.1), c_f64(1e-3), c_bool(True), p["lossOut"], p["logProbOut"], p["zlossOut"],
+                              p["lseForZlossOut"]]),
+        RebindCase("aclnnCrossEntropyLossGrad",
+                   ["gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"],
+                   ["xGradOut"],
+                   lambda rng: {"gradLoss": _rn(rng, 6), "logProb": -np.abs(_rn(rng, (6, 9))),
+                                "target": rng.integers(0, 9, 6).astype(np.int64),
+                                "weightOptional": rng.uniform(0.5, 1.5, 9).astype(F32), "gradZlossOptional": _rn(rng, 6),
+                                "lseForZlossOptional": _rn(rng, 6), "xGradOut": np.zeros((6, 9), F32)},
+                   lambda p: [p["gradLoss"], p["logProb"], p["target"], p["weightOptional"], p["gradZlossOptional"],
+                              p["lseForZlossOptional"], ctypes.c_char_p(b"none"), c_i64(-100), c_f64(0.1), c_f64(1e-3),
+                              p["xGradOut"]]),
+        RebindCase("aclnnEmbeddingDenseBackward", ["grad", "indices"], ["out"],
+                   lambda rng: {"grad": _rn(rng, (50, 8)), "indices": rng.integers(0, 20, 50).astype(np.int64),
+                                "out": np.zeros((20, 8), F32)},
+                   lambda p: [p["grad"], p["indices"], c_u64(20), c_u64(3), c_bool(True), p["out"]]),
+        RebindCase("aclnnFusedLinearOnlineMaxSum", ["input", "weight", "target"],
+                   ["logitsMaxLocalOut", "sumExpLogitsLocalOut", "predictedLogitsLocalOut", "targetMaskOut",
+                    "maskedTargetOut", "vocabParallelLogitsOutOptional"],
+                   lambda rng: {"input": _rn(rng, (bt, h), 0.5), "weight": _rn(rng, (v, h), 0.5),
+                                "target": rng.integers(0, 2 * v, bt).astype(np.int64),
+                                "logitsMaxLocalOut": np.zeros(bt, F32), "sumExpLogitsLocalOut": np.zeros(bt, F32),
+                                "predictedLogitsLocalOut": np.zeros(bt, F32),
+                                "targetMaskOut": np.zeros((bt + 7) // 8, np.uint8),
+                                "maskedTargetOut": np.zeros(bt, np.int64),
+                                "vocabParallelLogitsOutOptional": np.zeros((bt, v), F32)},
+                   lambda p: [p["input"], p["weight"], p["target"], c_i64(v // 2), c_i64(v // 2 + v),
+                              p["logitsMaxLocalOut"], p["sumExpLogitsLocalOut"], p["predictedLogitsLocalOut"],
+                              p["targetMaskOut"], p["maskedTargetOut"], p["vocabParallelLogitsOutOptional"]]),
+        RebindCase("aclnnFusedCrossEntropyLossWithMaxSum",
+                   ["logitsMax", "sumExpLogits", "predictedLogits", "inputOptional", "weightOptional",
+                    "vocabParallelLogitsOptional"], ["lossOut", "softMaxOutOptional"],
+                   lambda rng: dict(zip(["logitsMax", "sumExpLogits", "predictedLogits", "vocabParallelLogitsOptional"],
+                                        (lambda s: (s[3], s[4], -np.abs(_rn(rng, bt)), s[2]))(
+                                            _flce_stats(rng, bt, h, v))),
+                                    inputOptional=None, weightOptional=None, lossOut=np.zeros(bt, F32),
+                                    softMaxOutOptional=np.zeros((bt, v), F32)),
+                   lambda p: [p["logitsMax"], p["sumExpLogits"], p["predictedLogits"], c_f32(0.0), p["inputOptional"],
+                              p["weightOptional"], p["vocabParallelLogitsOptional"], p["lossOut"],
+                              p["softMaxOutOptional"]]),
+        RebindCase("aclnnFusedLinearCrossEntropyLossGrad",
+                   ["grad", "input", "weight", "targetMask", "maskedTarget", "logitsMaxOptional",
+                    "sumExpLogitsOptional", "softmaxOptional"], ["inputGradOut", "weightGradOut"],
+                   flce_grad_arrays,
+                   lambda p: [p["grad"], p["input"], p["weight"], p["targetMask"], p["maskedTarget"], c_f32(0.0),
+                              p["logitsMaxOptional"], p["sumExpLogitsOptional"], p["softmaxOptional"],
+                              p["inputGradOut"], p["weightGradOut"]]),
+        RebindCase("aclnnRmsNorm", ["x", "gamma"], ["yOut", "rstdOut"],
+                   lambda rng: {"x": _rn(rng, (5, 16)), "gamma": _rn(rng, 16), "yOut": np.zeros((5, 16), F32),
+                                "rstdOut": np.zeros((5, 1), F32)},
+                   lambda p: [p["x"], p["gamma"], c_f64(1e-6), p["yOut"], p["rstdOut"]]),
+        RebindCase("aclnnRmsNormGrad", ["dy", "x", "rstd", "gamma"], ["dxOut", "dgammaOut"],
+                   lambda rng: {"dy": _rn(rng, (5, 16)), "x": _rn(rng, (5, 16)),
+                                "rstd": rng.uniform(0.5, 2.0, (5, 1)).astype(F32), "gamma": _rn(rng, 16),
+                                "dxOut": np.zeros((5, 16), F32), "dgammaOut": np.zeros(16, F32)},
+                   lambda p: [p["dy"], p["x"], p["rstd"], p["gamma"], p["dxOut"], p["dgammaOut"]]),
+        RebindCase("aclnnSwiGlu", ["x"], ["out"],
+                   lambda rng: {"x": _rn(rng, (4, 8)), "out": np.zeros((4, 4), F32)},
+                   lambda p: [p["x"], c_i64(-1), p["out"]]),
+        RebindCase("aclnnSwiGluGrad", ["yGrad", "x"], ["out"],
+                   lambda rng: {"yGrad": _rn(rng, (4, 4)), "x": _rn(rng, (4, 8)), "out": np.zeros((4, 8), F32)},
+                   lambda p: [p["yGrad"], p["x"], c_i64(-1), p["out"]]),
+        RebindCase("aclnnRotaryPositionEmbedding", ["x", "cos", "sin"], ["out"],
+                   lambda rng: {"x": _rn(rng, (1, 4, 2, 8)), "cos": _rn(rng, (1, 4, 1, 8)),
+                                "sin": _rn(rng, (1, 4, 1, 8)), "out": np.zeros((1, 4, 2, 8), F32)},
+                   lambda p: [p["x"], p["cos"], p["sin"], c_i64(0), p["out"]]),
+        RebindCase("aclnnRotaryPositionEmbeddingGrad", ["dy", "cos", "sin", "xOptional"],
+                   ["dxOut", "dcosOut", "dsinOut"],
+                   lambda rng: {"dy": _rn(rng, (1, 4, 2, 8)), "cos": _rn(rng, (1, 4, 1, 8)),
+                                "sin": _rn(rng, (1, 4, 1, 8)), "xOptional": _rn(rng, (1, 4, 2, 8)),
+                                "dxOut": np.zeros((1, 4, 2, 8), F32), "dcosOut": np.zeros((1, 4, 1, 8), F32),
+                                "dsinOut": np.zeros((1, 4, 1, 8), F32)},
+                   lambda p: [p["dy"], p["cos"], p["sin"], p["xOptional"], c_i64(0), p["dxOut"], p["dcosOut"],
+                              p["dsinOut"]]),
+        RebindCase("aclnnApplyAdamWV2", ["varRef", "mRef", "vRef", "maxGradNormOptionalRef", "grad", "step"], [],
+                   lambda rng: dict(zip(["varRef", "grad", "mRef", "vRef", "maxGradNormOptionalRef"],
+                                        adamw_slot(rng, (6, 5))), step=np.array([4.0], F32)),
+                   lambda p: [p["varRef"], p["mRef"], p["vRef"], p["maxGradNormOptionalRef"], p["grad"], p["step"],
+                              c_f32(1e-2), c_f32(0.9), c_f32(0.999), c_f32(0.05), c_f32(1e-8), c_bool(True),
+                              c_bool(False)],
+                   written=["varRef", "mRef", "vRef", "maxGradNormOptionalRef"]),
+        RebindCase("aclnnFusedAdamw",
+                   ["paramsRef[]", "grads[]", "expAvgsRef[]", "expAvgSqsRef[]", "maxExpAvgSqsRef[]", "stateSteps[]",
+                    "gradScaleOptional", "foundInfOptional"], [],
+                   fused_adamw_arrays,
+                   lambda p: [p["paramsRef[]"], p["grads[]"], p["expAvgsRef[]"], p["expAvgSqsRef[]"],
+                              p["maxExpAvgSqsRef[]"], p["stateSteps[]"], p["gradScaleOptional"], p["foundInfOptional"],
+                              c_f64(1e-2), c_f64(0.9), c_f64(0.999), c_f64(0.05), c_f64(1e-8), c_bool(True),
+                              c_bool(False)],
+                   written=["paramsRef[]", "expAvgsRef[]", "expAvgSqsRef[]", "maxExpAvgSqsRef[]"]),
+    ]
+
+
+class _Pointers:
+    """aclTensors (and aclTensorLists) over named arrays; destroyed on exit (a list owns its tensors)."""
+
+    def __init__(self):
+        self.tensors = AclTensors()
+        self.lists = []
+
+    def new(self, arrays):
+        p = {}
+        for name, a in arrays.items():
+            if isinstance(a, list):
+                elements = [create_tensor(x) for x in a]
+                p[name] = lib.aclCreateTensorList((vp * len(elements))(*elements), len(elements))
+                self.lists.append(p[name])
+            else:
+                p[name] = self.tensors.new(a)
+        return p
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.tensors.__exit__(*exc)
+        for lst in self.lists:
+            lib.aclDestroyTensorList(vp(lst))
+
+
+def _set_address(ex, side, index, name, p, array):
+    """Points tensor parameter `index` (counted on `side`) of executor ex, named `name`, at `array`'s data."""
+    if name.endswith("[]"):
+        fn = lib.aclSetDynamicInputTensorAddr if side == "input" else lib.aclSetDynamicOutputTensorAddr
+        for i, a in enumerate(array):
+            assert fn(vp(ex), index, i, vp(p[name]), vp(a.ctypes.data)) == ACLNN_SUCCESS, last_error()
+    else:
+        fn = lib.aclSetInputTensorAddr if side == "input" else lib.aclSetOutputTensorAddr
+        assert fn(vp(ex), index, vp(p[name]), vp(array.ctypes.data)) == ACLNN_SUCCESS, last_error()
+
+
+def _copy(arrays):
+    return {k: None if a is None else ([x.copy() for x in a] if isinstance(a, list) else a.copy())
+            for k, a in arrays.items()}
+
+
+def _assert_same(got, want, what):
+    if isinstance(want, list):
+        for i, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g, w, err_msg=f"{what}[{i}]")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+@pytest.mark.parametrize("case", _rebind_cases(), ids=lambda c: c.op)
+def test_every_operator_takes_new_addresses(case):
+    """A repeatable executor launched over data A, then given B's address for every tensor parameter it
+    took (inputs through aclSetInputTensorAddr, outputs through aclSetOutputTensorAddr, list elements
+    through aclSetDynamic*TensorAddr), launches over B: B's results equal a single-use run on a copy of
+    B, and A is left as the first launch wrote it."""
+    rng = np.random.default_rng(11)
+    a, b = case.arrays(rng), case.arrays(rng)
+    fresh = _copy(b)
+    with _Pointers() as ptrs:
+        p = ptrs.new(a)
+        ws, ex = _repeatable(case.op, case.args(p))
+        assert launch(case.op, ex, ws) == ACLNN_SUCCESS, last_error()
+        a_after_first = _copy(a)
+        for side, names in (("input", case.inputs), ("output", case.outputs)):
+            for index, name in enumerate(names):
+                if a[name] is not None and not (side == "output" and name in case.inputs):
+                    _set_address(ex, side, index, name, p, b[name])
+        assert launch(case.op, ex, ws) == ACLNN_SUCCESS, last_error()
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+        for name in case.written:
+            _assert_same(a[name], a_after_first[name], f"{name} of the first data after the rebound launch")
+    with _Pointers() as ptrs:
+        assert run_op(case.op, case.args(ptrs.new(fresh))) == (ACLNN_SUCCESS, "")
+    for name in case.written:
+        _assert_same(b[name], fresh[name], name)
+
+
+def test_optimizer_new_addresses_are_validated_at_launch():
+    """aclnnApplyAdamWV2 in place: mRef moved onto varRef's memory is refused at the launch (161002), and
+    nothing is written; its own addresses back, the executor launches again."""
+    case = next(c for c in _rebind_cases() if c.op == "aclnnApplyAdamWV2")
+    a = case.arrays(np.random.default_rng(12))
+    before = _copy(a)
+    with _Pointers() as ptrs:
+        p = ptrs.new(a)
+        ws, ex = _repeatable(case.op, case.args(p))
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(p["mRef"]), vp(a["varRef"].ctypes.data)) == ACLNN_SUCCESS
+        assert launch(case.op, ex, ws) == ACLNN_ERR_PARAM_INVALID
+        assert "must not overlap" in last_error()
+        for name in case.written:
+            np.testing.assert_array_equal(a[name], before[name])
+        assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(p["mRef"]), vp(a["mRef"].ctypes.data)) == ACLNN_SUCCESS
+        assert launch(case.op, ex, ws) == ACLNN_SUCCESS, last_error()
+        assert not np.array_equal(a["varRef"], before["varRef"])
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS

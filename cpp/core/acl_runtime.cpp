@@ -94,9 +94,7 @@ void require_not_null(const char* op, const char* arg, const void* t) {
   if (!t) fail(Status::kParamNullptr, op, ": ", arg, " is null");
 }
 
-TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
-  require_not_null(op, arg, t);
-  t = executor_tensor(arg, t);  // a rebindable executor's own copy of t while it rebuilds
+TensorView view_at(const char* op, const char* arg, const aclTensor* t, void* data) {
   check(!is_private_format(t->format), op, ": ", arg, " format ", static_cast<int>(t->format),
         " is a private packed format; only plain formats (ND, NCHW, NHWC, NCDHW, ...) are supported");
   const DType dtype = static_cast<DType>(t->dtype);
@@ -105,7 +103,7 @@ TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
   v.dtype = dtype;
   v.shape = t->view_dims;
   v.strides = t->strides;
-  v.data = t->data;
+  v.data = t->data;  // an empty view keeps the caller's pointer, whatever it is
   bool empty = false;
   for (int64_t d : v.shape) empty |= d == 0;
   if (es > 0 && !empty) {
@@ -128,27 +126,10 @@ TensorView view_of(const char* op, const char* arg, const aclTensor* t) {
     check(lo >= 0 && hi < storage, op, ": ", arg, " view (shape ", shape_str(v.shape), ", strides ",
           shape_str(v.strides), ", offset ", t->offset, ") reaches elements [", lo, ", ", hi,
           "] outside its storage of ", storage, " elements (storage shape ", shape_str(t->storage_dims), ")");
-    void* data = t->data ? t->data : executor_placeholder_data(t);
-    if (!data && executor_rebuilding())
-      fail(Status::kParamNullptr, op, ": ", arg, " data is null (give it an address with aclSetInputTensorAddr / "
-           "aclSetOutputTensorAddr before launching)");
     require_not_null(op, (std::string(arg) + " data").c_str(), data);
     v.data = static_cast<char*>(data) + t->offset * es;
   }
   return v;
-}
-
-TensorView optional_view_of(const char* op, const char* arg, const aclTensor* t) {
-  return t ? view_of(op, arg, t) : TensorView{};
-}
-
-std::vector<TensorView> list_views_of(const char* op, const char* arg, const aclTensorList* list) {
-  require_not_null(op, arg, list);
-  const std::vector<const aclTensor*> elements = executor_tensor_list(arg, list);
-  std::vector<TensorView> views;
-  views.reserve(elements.size());
-  for (size_t i = 0; i < elements.size(); ++i) views.push_back(view_of(op, concat(arg, "[", i, "]").c_str(), elements[i]));
-  return views;
 }
 
 }  // namespace tilegrad::core

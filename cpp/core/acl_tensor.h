@@ -24,15 +24,10 @@ namespace tilegrad::core {
 // 161001 naming `arg` if t is null.
 void require_not_null(const char* op, const char* arg, const void* t);
 
-// The view an operator sees. Checks (161002) that the format is a plain one (private packed formats
+// The view an operator sees of t, with t's elements at `data` (t->data, or a stand-in while t has
+// none: core::ExecutorTensors; an empty view keeps t->data). Checks (161002) that the format is a plain one (private packed formats
 // such as NC1HWC0 and FRACTAL_NZ are rejected) and that every element of the view lies inside the
 // storage, so no operator can read or write outside memory the caller described.
-TensorView view_of(const char* op, const char* arg, const aclTensor* t);
-// Same for an optional tensor: an empty TensorView (data == nullptr, dtype undefined) when null.
-TensorView optional_view_of(const char* op, const char* arg, const aclTensor* t);
-// The views of a tensor-list parameter `arg` (161001 for a NULL list or element): element i is checked
-// and recorded as "<arg>[i]", so a repeatable executor can refresh its address (aclSetDynamic*TensorAddr;
-// name the parameter "<arg>[]" in the executor's TensorParams).
-std::vector<TensorView> list_views_of(const char* op, const char* arg, const aclTensorList* list);
+TensorView view_at(const char* op, const char* arg, const aclTensor* t, void* data);
 
 }  // namespace tilegrad::core

@@ -19,7 +19,6 @@ ElementwiseLayout make_elementwise_layout(const TensorView* const* ops, int nops
   int64_t strides[kMaxOperands][kMaxDims];
   for (int i = 0; i < nops; ++i) {
     const TensorView& t = *ops[i];
-    L.base[i] = static_cast<char*>(t.data);
     L.elem_size[i] = dtype_size(t.dtype);
     const int off = rank - t.rank();
     for (int k = 0; k < rank; ++k) {
@@ -35,7 +34,7 @@ ElementwiseLayout make_elementwise_layout(const TensorView* const* ops, int nops
     if (out.shape[k] == 1) continue;
     if (strides[0][k] < 0) {
       for (int i = 0; i < nops; ++i) {
-        L.base[i] += (shape[k] - 1) * strides[i][k];
+        L.base_offset[i] += (shape[k] - 1) * strides[i][k];
         strides[i][k] = -strides[i][k];
       }
     }
@@ -62,7 +61,12 @@ ElementwiseLayout make_elementwise_layout(const TensorView* const* ops, int nops
     for (int i = 0; i < nops; ++i) L.byte_strides[i][L.ndim] = strides[i][k];
     ++L.ndim;
   }
+  bind_elementwise_layout(L, ops);
   return L;
+}
+
+void bind_elementwise_layout(ElementwiseLayout& L, const TensorView* const* ops) {
+  for (int i = 0; i < L.nops; ++i) L.base[i] = static_cast<char*>(ops[i]->data) + L.base_offset[i];
 }
 
 bool inner_is_contiguous(const ElementwiseLayout& L) {

@@ -20,13 +20,16 @@ struct ElementwiseLayout {
   int ndim = 0;  // after collapsing; the innermost dim is last
   int64_t numel = 0;
   int64_t shape[kMaxDims] = {};
-  char* base[kMaxOperands] = {};
+  char* base[kMaxOperands] = {};         // operand i's first element in walk order
+  int64_t base_offset[kMaxOperands] = {};  // base[i] - operand i's data (dims walked backwards move it)
   int64_t elem_size[kMaxOperands] = {};
   int64_t byte_strides[kMaxOperands][kMaxDims] = {};  // 0 on broadcast dims
 };
 
 // ops[0] is the output, ops[1..] inputs whose shapes must broadcast to it (checked by the caller).
 ElementwiseLayout make_elementwise_layout(const TensorView* const* ops, int nops);
+// Points the layout at the data of `ops`: the operands it was made from, at new addresses.
+void bind_elementwise_layout(ElementwiseLayout& layout, const TensorView* const* ops);
 
 // True when every operand's innermost stride equals its element size (or the layout is 0-d).
 bool inner_is_contiguous(const ElementwiseLayout& layout);

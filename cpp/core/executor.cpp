@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/acl_objects.h"
+#include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/workspace.h"
 
@@ -21,19 +22,14 @@ struct Entry {
   std::string op;
   std::shared_ptr<Launch> launch;  // shared: a running launch survives a concurrent destroy
   bool repeatable = false;
-  // Rebindable executors only (make is empty otherwise):
   TensorParams params;
-  MakeLaunch make;
-  std::vector<TensorRecord> tensors;
-  bool stale = false;  // an address changed since `launch` was built
+  std::vector<ExecutorTensors::Record> tensors;
+  bool stale = false;  // an address changed since the launch was last bound
 };
 
 std::mutex g_mutex;
 std::unordered_map<uintptr_t, Entry> g_executors;
 uintptr_t g_next_id = 0x1000;
-
-thread_local std::vector<TensorRecord>* t_recording = nullptr;
-thread_local std::vector<TensorRecord>* t_replaying = nullptr;
 
 struct AlignedBuffer {
   void* ptr = nullptr;
@@ -83,6 +79,44 @@ void run_with_own_workspace(Launch& launch) {
 
 }  // namespace
 
+void Operands::set(std::string name, const TensorView& view) { views_.emplace_back(std::move(name), view); }
+
+const TensorView& Operands::operator[](const std::string& name) const {
+  static const TensorView kAbsent;
+  for (const auto& [n, v] : views_)
+    if (n == name) return v;
+  return kAbsent;
+}
+
+void Operands::bind(std::initializer_list<std::pair<const char*, TensorView*>> views) const {
+  for (const auto& [name, view] : views) view->data = (*this)[name].data;
+}
+
+void Launch::bind(const Operands&) { fail(Status::kInner, "this launch cannot be bound to new addresses"); }
+
+// Kernel-half addresses (never a user-space pointer on x86-64 / AArch64 Linux), 1 TiB apart: the
+// stand-in data of the tensors an executor viewed without data.
+constexpr uintptr_t kStandInBase = uintptr_t(0xffffa00000000000ull);
+constexpr uintptr_t kStandInStride = uintptr_t(1) << 40;
+
+TensorView ExecutorTensors::view(const std::string& arg, const aclTensor* t) {
+  require_not_null(op_, arg.c_str(), t);
+  Record r;
+  r.arg = arg;
+  r.user = t;
+  r.address = t->data;
+  void* stand_in = reinterpret_cast<void*>(kStandInBase + records_.size() * kStandInStride);
+  r.planned = view_at(op_, arg.c_str(), t, t->data ? t->data : stand_in);
+  r.has_elements = r.planned.numel() > 0 && dtype_size(r.planned.dtype) > 0;
+  r.offset_bytes = t->offset * dtype_size(r.planned.dtype);
+  records_.push_back(r);
+  return r.planned;
+}
+
+TensorView ExecutorTensors::optional_view(const std::string& arg, const aclTensor* t) {
+  return t ? view(arg, t) : TensorView{};
+}
+
 void run_now(const char* op, Launch& launch) {
   try {
     run_with_own_workspace(launch);
@@ -97,35 +131,6 @@ void check_executor_out_pointers(const char* op, const uint64_t* workspace_size,
   if (!workspace_size) fail(Status::kParamNullptr, op, "GetWorkspaceSize: workspaceSize out-pointer is null");
   if (!executor) fail(Status::kParamNullptr, op, "GetWorkspaceSize: executor out-pointer is null");
 }
-
-std::vector<TensorRecord>* record_tensors_into(std::vector<TensorRecord>* into) {
-  std::vector<TensorRecord>* previous = t_recording;
-  t_recording = into;
-  return previous;
-}
-
-const aclTensor* executor_tensor(const char* arg, const aclTensor* t) {
-  if (t_replaying) {
-    for (const TensorRecord& r : *t_replaying)
-      if (r.user == t && r.arg == arg) return &r.copy;
-    fail(Status::kInner, "executor rebuild: ", arg, " was not recorded at GetWorkspaceSize");
-  }
-  if (t_recording && t) t_recording->push_back(TensorRecord{t, arg, *t});
-  return t;
-}
-
-// Kernel-half addresses (never a user-space pointer on x86-64 / AArch64 Linux), 1 TiB apart.
-constexpr uintptr_t kPlaceholderBase = uintptr_t(0xffffa00000000000ull);
-constexpr uintptr_t kPlaceholderStride = uintptr_t(1) << 40;
-
-void* executor_placeholder_data(const aclTensor* t) {
-  if (!t_recording || t_recording->empty() || t_recording->back().user != t) return nullptr;
-  TensorRecord& r = t_recording->back();  // executor_tensor recorded t just before
-  r.placeholder = true;
-  return reinterpret_cast<void*>(kPlaceholderBase + (t_recording->size() - 1) * kPlaceholderStride);
-}
-
-bool executor_rebuilding() { return t_replaying != nullptr; }
 
 namespace {
 
@@ -146,38 +151,36 @@ Entry& live_entry(const char* fn, aclOpExecutor* executor) {
   return it->second;
 }
 
-// Runs the entry's make() again over its tensor copies (new addresses), replacing its launch.
-void rebuild(Entry& e) {
-  std::vector<TensorRecord>* previous = t_replaying;
-  t_replaying = &e.tensors;
-  try {
-    e.launch = e.make();
-  } catch (...) {
-    t_replaying = previous;
-    throw;
+// The entry's tensors at their current addresses; 161001 for one with elements that has none yet.
+Operands bound_operands(const Entry& e) {
+  Operands operands;
+  for (const ExecutorTensors::Record& r : e.tensors) {
+    if (r.has_elements && !r.address)
+      fail(Status::kParamNullptr, e.op, ": ", r.arg, " data is null (give it an address with aclSetInputTensorAddr / "
+           "aclSetOutputTensorAddr before launching)");
+    TensorView v = r.planned;
+    if (r.has_elements) v.data = static_cast<char*>(r.address) + r.offset_bytes;
+    operands.set(r.arg, v);
   }
-  t_replaying = previous;
+  return operands;
+}
+
+// Binds the entry's launch to the addresses its tensors have now.
+void rebind(Entry& e) {
+  e.launch->bind(bound_operands(e));
   e.stale = false;
 }
 
 }  // namespace
 
-aclOpExecutor* register_executor(const char* op, std::unique_ptr<Launch> launch) {
-  Entry e;
-  e.op = op;
-  e.launch = std::move(launch);
-  return reinterpret_cast<aclOpExecutor*>(insert_entry(std::move(e)));
-}
-
-aclOpExecutor* register_rebindable_executor(const char* op, std::unique_ptr<Launch> launch, TensorParams params,
-                                            MakeLaunch make, std::vector<TensorRecord> tensors) {
+aclOpExecutor* register_executor(const char* op, std::unique_ptr<Launch> launch, TensorParams params,
+                                 ExecutorTensors tensors) {
   Entry e;
   e.op = op;
   e.launch = std::move(launch);
   e.params = std::move(params);
-  e.make = std::move(make);
-  e.tensors = std::move(tensors);
-  for (const TensorRecord& r : e.tensors) e.stale |= r.placeholder;  // built over stand-ins: rebuild first
+  e.tensors = std::move(tensors.records());
+  for (const ExecutorTensors::Record& r : e.tensors) e.stale |= r.has_elements && !r.address;  // planned over stand-ins
   return reinterpret_cast<aclOpExecutor*>(insert_entry(std::move(e)));
 }
 
@@ -188,7 +191,7 @@ int32_t launch_executor(const char* op, void* workspace, uint64_t workspace_size
       std::lock_guard<std::mutex> lock(g_mutex);
       Entry& e = live_entry(op, executor);
       check(e.op == op, op, ": executor was created by ", e.op, "GetWorkspaceSize, not ", op, "GetWorkspaceSize");
-      if (e.stale) rebuild(e);
+      if (e.stale) rebind(e);
       const uint64_t needed = e.launch->workspace_bytes();
       check(workspace_size >= needed, op, ": workspaceSize ", workspace_size, " is smaller than the ", needed,
             " bytes GetWorkspaceSize asked for");
@@ -212,7 +215,7 @@ const char* side_name(Side side) { return side == Side::kInput ? "input" : side 
 // A list parameter's name in TensorParams ends in "[]"; its element i is recorded as "<name>[i]".
 bool is_list_param(const std::string& name) { return name.size() > 2 && name.compare(name.size() - 2, 2, "[]") == 0; }
 
-// The repeatable, rebindable entry behind executor (caller holds g_mutex) and the name of its
+// The repeatable entry behind executor (caller holds g_mutex) and the name of its
 // parameter `index` counted on `side`. null_status: what a NULL executor returns for this call.
 std::pair<Entry*, std::string> address_slot(const char* fn, Status null_status, aclOpExecutor* executor, Side side,
                                              size_t index) {
@@ -220,8 +223,6 @@ std::pair<Entry*, std::string> address_slot(const char* fn, Status null_status, 
   Entry& e = live_entry(fn, executor);
   check(e.repeatable, fn, ": executor of ", e.op, " is not repeatable (call aclSetAclOpExecutorRepeatable "
         "right after ", e.op, "GetWorkspaceSize)");
-  check(static_cast<bool>(e.make), fn, ": ", e.op, " executors run with the addresses given at GetWorkspaceSize ",
-        "only (this operator does not support new tensor addresses)");
   std::vector<std::string> names = side == Side::kOutput ? e.params.outputs : e.params.inputs;
   if (side == Side::kAll) names.insert(names.end(), e.params.outputs.begin(), e.params.outputs.end());
   check(index < names.size(), fn, ": index ", index, " is out of range: ", e.op, " has ", names.size(),
@@ -229,15 +230,15 @@ std::pair<Entry*, std::string> address_slot(const char* fn, Status null_status, 
   return {&e, names[index]};
 }
 
-// The record of `arg` must belong to `tensor`: its copy (and the caller's tensor) get data pointer addr.
+// The record of `arg` must belong to `tensor`: it (and the caller's tensor) get data pointer addr.
 void set_recorded_addr(const char* fn, Entry& e, const std::string& arg, const std::string& what,
                        const aclTensor* tensor, void* addr) {
   bool found = false;
-  for (TensorRecord& r : e.tensors) {
+  for (ExecutorTensors::Record& r : e.tensors) {
     if (r.arg != arg) continue;
     check(r.user == tensor, fn, ": tensor ", static_cast<const void*>(tensor), " is not the ", arg, " (", what,
           ") passed to ", e.op, "GetWorkspaceSize");
-    r.copy.data = addr;
+    r.address = addr;
     found = true;
   }
   check(found, fn, ": ", what, " (", arg, ") of ", e.op,
@@ -246,7 +247,7 @@ void set_recorded_addr(const char* fn, Entry& e, const std::string& arg, const s
   e.stale = true;
 }
 
-// index-th tensor parameter (counted on `side`) of a repeatable, rebindable executor gets data pointer addr.
+// index-th tensor parameter (counted on `side`) of a repeatable executor gets data pointer addr.
 aclnnStatus set_tensor_addr(const char* fn, Status null_status, Side side, aclOpExecutor* executor, size_t index,
                             aclTensor* tensor, void* addr) {
   return guard(fn, [&] {
@@ -285,20 +286,6 @@ aclnnStatus set_list_addr(const char* fn, Status null_status, Side side, aclOpEx
 }
 
 }  // namespace
-
-std::vector<const aclTensor*> executor_tensor_list(const char* arg, const aclTensorList* list) {
-  if (!t_replaying) return list->tensors;
-  // Rebuilding: the elements recorded as "<arg>[i]" (the caller's list itself is never read again).
-  std::vector<const aclTensor*> elements;
-  for (;;) {
-    const std::string name = concat(arg, "[", elements.size(), "]");
-    const TensorRecord* found = nullptr;
-    for (const TensorRecord& r : *t_replaying)
-      if (r.arg == name) found = &r;
-    if (!found) return elements;
-    elements.push_back(found->user);
-  }
-}
 
 }  // namespace tilegrad::core
 

@@ -32,6 +32,12 @@ OutputSpec validate_inputs(const TensorView& dy, const TensorView& x) {
   return spec;
 }
 
+// The rules that depend on addresses: gradInput may alias an input exactly (in place), never partly.
+void check_overlaps(const TensorView& dy, const TensorView& x, const TensorView& dx) {
+  core::require_no_partial_overlap(kOp, "gradInput", dx, "gradOutput", dy, true);
+  core::require_no_partial_overlap(kOp, "gradInput", dx, "self", x, true);
+}
+
 void validate(const TensorView& dy, const TensorView& x, const TensorView& dx) {
   core::require_well_formed(kOp, "gradInput", dx);
   core::require_dtype(kOp, "gradOutput", dy, kFloatTypes);
@@ -52,8 +58,7 @@ void validate(const TensorView& dy, const TensorView& x, const TensorView& dx) {
                 " != broadcast of gradOutput ", shape_str(dy.shape), " and self ", shape_str(x.shape), " = ",
                 shape_str(spec.shape));
   core::require_no_self_overlap(kOp, "gradInput", dx);
-  core::require_no_partial_overlap(kOp, "gradInput", dx, "gradOutput", dy, true);
-  core::require_no_partial_overlap(kOp, "gradInput", dx, "self", x, true);
+  check_overlaps(dy, x, dx);
 }
 
 class SiluBackwardLaunch final : public core::Launch {
@@ -67,6 +72,13 @@ class SiluBackwardLaunch final : public core::Launch {
     tiling_ = silu_backward_tiling(dx.numel(), bytes, core::inner_is_contiguous(layout_), core::Platform::current());
     kernel_ = silu_backward_kernel(tiling_.isa);
     trace_.record(kOp, {{"gradOutput", &dy}, {"self", &x}, {"gradInput", &dx}}, tiling_);
+  }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &dy = t["gradOutput"], &x = t["self"], &dx = t["gradInput"];
+    check_overlaps(dy, x, dx);
+    const TensorView* ops[3] = {&dx, &dy, &x};
+    core::bind_elementwise_layout(layout_, ops);
   }
 
   void run(void*) override {
@@ -102,14 +114,13 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnSiluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
                                                         aclTensor* gradInput, uint64_t* workspaceSize,
                                                         aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self"}, {"gradInput"}},
-                                         workspaceSize, executor, [=] {
+  return core::create_executor(ops::kOp, {{"gradOutput", "self"}, {"gradInput"}}, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "gradOutput", gradOutput);
     core::require_not_null(ops::kOp, "self", self);
     core::require_not_null(ops::kOp, "gradInput", gradInput);
-    return std::make_unique<ops::SiluBackwardLaunch>(core::view_of(ops::kOp, "gradOutput", gradOutput),
-                                                     core::view_of(ops::kOp, "self", self),
-                                                     core::view_of(ops::kOp, "gradInput", gradInput));
+    return std::make_unique<ops::SiluBackwardLaunch>(t.view("gradOutput", gradOutput), t.view("self", self),
+                                                     t.view("gradInput", gradInput));
   });
 }
 

@@ -26,6 +26,11 @@ int validate_inputs(const TensorView& x, int64_t dim) {
   return swiglu::require_split(kOp, "x", x, dim);
 }
 
+// The rule that depends on addresses: out shares no memory with x.
+void check_overlaps(const TensorView& x, const TensorView& out) {
+  core::require_no_partial_overlap(kOp, "out", out, "x", x, false);
+}
+
 int validate(const TensorView& x, int64_t dim, const TensorView& out) {
   core::require_well_formed(kOp, "x", x);
   core::require_well_formed(kOp, "out", out);
@@ -36,15 +41,15 @@ int validate(const TensorView& x, int64_t dim, const TensorView& out) {
   swiglu::check_shape(out.shape == want, kOp, ": out shape must be x shape with dim ", dim, " halved ",
                       shape_str(want), ", got ", shape_str(out.shape));
   core::require_no_self_overlap(kOp, "out", out);
-  core::require_no_partial_overlap(kOp, "out", out, "x", x, false);
+  check_overlaps(x, out);
   return d;
 }
 
 class SwiGluLaunch final : public core::Launch {
  public:
   SwiGluLaunch(const TensorView& x, int64_t dim, const TensorView& out) : dtype_(x.dtype) {
-    const int d = validate(x, dim, out);
-    const auto [a, b] = swiglu::halves(x, d);
+    d_ = validate(x, dim, out);
+    const auto [a, b] = swiglu::halves(x, d_);
     const TensorView* ops[3] = {&out, &a, &b};
     layout_ = core::make_elementwise_layout(ops, 3);
     tiling_ = swi_glu_tiling(out.numel(), 3 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
@@ -54,6 +59,14 @@ class SwiGluLaunch final : public core::Launch {
     trace_.field("dim", dim);
   }
 
+  void bind(const core::Operands& t) override {
+    const TensorView &x = t["x"], &out = t["out"];
+    check_overlaps(x, out);
+    const auto [a, b] = swiglu::halves(x, d_);
+    const TensorView* ops[3] = {&out, &a, &b};
+    core::bind_elementwise_layout(layout_, ops);
+  }
+
   void run(void*) override {
     core::run_elementwise(layout_, tiling_.tiles,
                           [&](char* const* ptrs, int64_t n, bool streaming) { kernel_(dtype_, ptrs, n, streaming); });
@@ -61,6 +74,7 @@ class SwiGluLaunch final : public core::Launch {
 
  private:
   DType dtype_;
+  int d_ = 0;  // the normalized dim x is split along
   core::ElementwiseLayout layout_;
   SwiGluTiling tiling_;
   SwiGluSpanFn kernel_ = nullptr;
@@ -87,11 +101,10 @@ using namespace tilegrad;
 
 extern "C" aclnnStatus aclnnSwiGluGetWorkspaceSize(const aclTensor* x, int64_t dim, const aclTensor* out,
                                                    uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"x"}, {"out"}}, workspaceSize, executor, [=] {
+  return core::create_executor(ops::kOp, {{"x"}, {"out"}}, workspaceSize, executor, [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "x", x);
     core::require_not_null(ops::kOp, "out", out);
-    return std::make_unique<ops::SwiGluLaunch>(core::view_of(ops::kOp, "x", x), dim,
-                                               core::view_of(ops::kOp, "out", out));
+    return std::make_unique<ops::SwiGluLaunch>(t.view("x", x), dim, t.view("out", out));
   });
 }
 

@@ -33,6 +33,12 @@ int validate_inputs(const TensorView& dy, const TensorView& x, int64_t dim) {
   return d;
 }
 
+// The rules that depend on addresses: out may be x itself (in place), never share memory with yGrad.
+void check_overlaps(const TensorView& dy, const TensorView& x, const TensorView& out) {
+  core::require_no_partial_overlap(kOp, "out", out, "yGrad", dy, false);
+  core::require_no_partial_overlap(kOp, "out", out, "x", x, true);
+}
+
 int validate(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out) {
   core::require_well_formed(kOp, "out", out);
   core::require_dtype(kOp, "yGrad", dy, swiglu::kFloatTypes);
@@ -42,17 +48,16 @@ int validate(const TensorView& dy, const TensorView& x, int64_t dim, const Tenso
   swiglu::check_shape(out.shape == x.shape, kOp, ": out shape must equal x shape ", shape_str(x.shape), ", got ",
                       shape_str(out.shape));
   core::require_no_self_overlap(kOp, "out", out);
-  core::require_no_partial_overlap(kOp, "out", out, "yGrad", dy, false);
-  core::require_no_partial_overlap(kOp, "out", out, "x", x, true);
+  check_overlaps(dy, x, out);
   return d;
 }
 
 class SwiGluGradLaunch final : public core::Launch {
  public:
   SwiGluGradLaunch(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out) : dtype_(x.dtype) {
-    const int d = validate(dy, x, dim, out);
-    const auto [a, b] = swiglu::halves(x, d);
-    const auto [da, db] = swiglu::halves(out, d);
+    d_ = validate(dy, x, dim, out);
+    const auto [a, b] = swiglu::halves(x, d_);
+    const auto [da, db] = swiglu::halves(out, d_);
     const TensorView* ops[5] = {&da, &db, &dy, &a, &b};
     layout_ = core::make_elementwise_layout(ops, 5);
     tiling_ = swi_glu_tiling(dy.numel(), 5 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
@@ -60,6 +65,15 @@ class SwiGluGradLaunch final : public core::Launch {
     kernel_ = swi_glu_grad_kernel(tiling_.isa);
     trace_.record(kOp, {{"yGrad", &dy}, {"x", &x}, {"out", &out}}, tiling_);
     trace_.field("dim", dim);
+  }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &dy = t["yGrad"], &x = t["x"], &out = t["out"];
+    check_overlaps(dy, x, out);
+    const auto [a, b] = swiglu::halves(x, d_);
+    const auto [da, db] = swiglu::halves(out, d_);
+    const TensorView* ops[5] = {&da, &db, &dy, &a, &b};
+    core::bind_elementwise_layout(layout_, ops);
   }
 
   void run(void*) override {
@@ -70,6 +84,7 @@ class SwiGluGradLaunch final : public core::Launch {
 
  private:
   DType dtype_;
+  int d_ = 0;  // the normalized dim x and out are split along
   core::ElementwiseLayout layout_;
   SwiGluTiling tiling_;
   SwiGluGradSpanFn kernel_ = nullptr;
@@ -97,13 +112,12 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnSwiGluGradGetWorkspaceSize(const aclTensor* yGrad, const aclTensor* x, int64_t dim,
                                                        const aclTensor* out, uint64_t* workspaceSize,
                                                        aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"yGrad", "x"}, {"out"}}, workspaceSize, executor, [=] {
+  return core::create_executor(ops::kOp, {{"yGrad", "x"}, {"out"}}, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "yGrad", yGrad);
     core::require_not_null(ops::kOp, "x", x);
     core::require_not_null(ops::kOp, "out", out);
-    return std::make_unique<ops::SwiGluGradLaunch>(core::view_of(ops::kOp, "yGrad", yGrad),
-                                                   core::view_of(ops::kOp, "x", x), dim,
-                                                   core::view_of(ops::kOp, "out", out));
+    return std::make_unique<ops::SwiGluGradLaunch>(t.view("yGrad", yGrad), t.view("x", x), dim, t.view("out", out));
   });
 }
 

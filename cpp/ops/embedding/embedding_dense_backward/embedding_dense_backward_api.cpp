@@ -48,6 +48,12 @@ OutputSpec validate_inputs(const TensorView& grad, const TensorView& indices, in
   return OutputSpec{grad.dtype, {num_weights, grad.shape.back()}};
 }
 
+// The rules that depend on addresses: out shares no memory with the inputs.
+void check_overlaps(const TensorView& grad, const TensorView& indices, const TensorView& out) {
+  core::require_no_partial_overlap(kOp, "out", out, "grad", grad, false);
+  core::require_no_partial_overlap(kOp, "out", out, "indices", indices, false);
+}
+
 // numWeights as the C ABI passes it (uint64_t); out's first dim must equal it.
 void validate(const TensorView& grad, const TensorView& indices, uint64_t num_weights, const TensorView& out) {
   core::require_well_formed(kOp, "grad", grad);
@@ -64,8 +70,7 @@ void validate(const TensorView& grad, const TensorView& indices, uint64_t num_we
   core::check(static_cast<uint64_t>(out.shape[0]) == num_weights && out.shape[1] == D, kOp, ": out shape ",
               shape_str(out.shape), " != [numWeights, grad last dim] = [", num_weights, ",", D, "]");
   core::require_no_self_overlap(kOp, "out", out);
-  core::require_no_partial_overlap(kOp, "out", out, "grad", grad, false);
-  core::require_no_partial_overlap(kOp, "out", out, "indices", indices, false);
+  check_overlaps(grad, indices, out);
 }
 
 // A sort entry of the sparse path: positions are distinct, so the order is total (and stable).
@@ -84,14 +89,11 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     // paddingIdx carries a two's-complement int64: outside [0, V) means no padding row.
     const int64_t pad = static_cast<int64_t>(padding_idx);
     index_shape_ = indices.shape;
-    index_.data = static_cast<const char*>(indices.data);
     index_.dtype = indices.dtype;
     index_.dims = collapse_dims(indices.shape.data(), indices.strides.data(), indices.rank(), dtype_size(indices.dtype));
     grad_rows_ = collapse_dims(grad.shape.data(), grad.strides.data(), grad.rank() - 1, ges);
 
-    args_.grad = static_cast<const char*>(grad.data);
     args_.grad_inner = D == 1 ? 1 : grad.strides.back();
-    args_.out = static_cast<char*>(out.data);
     args_.out_inner = D == 1 ? 1 : out.strides[1];
     args_.out_row_bytes = V == 1 ? D * oes : out.strides[0] * oes;
     args_.dim = D;
@@ -100,6 +102,7 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
     args_.rows_packed = args_.out_inner == 1 && args_.out_row_bytes == D * oes;
     args_.grad_dtype = grad.dtype;
     args_.out_dtype = out.dtype;
+    set_addresses(grad, indices, out);
 
     tiling_ = embedding_dense_backward_tiling(L, V, D, ges, oes, args_.rows_packed, core::Platform::current());
     args_.streaming_stores = tiling_.streaming_stores;
@@ -109,6 +112,12 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &grad = t["grad"], &indices = t["indices"], &out = t["out"];
+    check_overlaps(grad, indices, out);
+    set_addresses(grad, indices, out);
+  }
 
   void run(void* workspace) override {
     const EmbeddingDenseBackwardTiling& t = tiling_;
@@ -234,6 +243,12 @@ class EmbeddingDenseBackwardLaunch final : public core::Launch {
   }
 
  private:
+  void set_addresses(const TensorView& grad, const TensorView& indices, const TensorView& out) {
+    index_.data = static_cast<const char*>(indices.data);
+    args_.grad = static_cast<const char*>(grad.data);
+    args_.out = static_cast<char*>(out.data);
+  }
+
   // Rows far outnumber indices: sort (row, position) pairs (O(L log L), workspace O(L)) instead of
   // counting rows. The sorted order is the counting sort's (by row, index order within a row) and
   // each row is summed by the same kernel, so the bits are the same as the dense path's.
@@ -364,14 +379,14 @@ extern "C" aclnnStatus aclnnEmbeddingDenseBackwardGetWorkspaceSize(const aclTens
                                                                   uint64_t numWeights, uint64_t paddingIdx,
                                                                   bool scaleGradByFreq, const aclTensor* out,
                                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"grad", "indices"}, {"out"}},
-                                         workspaceSize, executor, [=] {
+  return core::create_executor(ops::kOp, {{"grad", "indices"}, {"out"}}, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "grad", grad);
     core::require_not_null(ops::kOp, "indices", indices);
     core::require_not_null(ops::kOp, "out", out);
-    return std::make_unique<ops::EmbeddingDenseBackwardLaunch>(
-        core::view_of(ops::kOp, "grad", grad), core::view_of(ops::kOp, "indices", indices), numWeights, paddingIdx,
-        scaleGradByFreq, core::view_of(ops::kOp, "out", out));
+    return std::make_unique<ops::EmbeddingDenseBackwardLaunch>(t.view("grad", grad), t.view("indices", indices),
+                                                               numWeights, paddingIdx, scaleGradByFreq,
+                                                               t.view("out", out));
   });
 }
 

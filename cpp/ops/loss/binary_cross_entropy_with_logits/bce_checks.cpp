@@ -6,6 +6,7 @@
 #include "core/acl_tensor.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/executor.h"
 #include "core/tensor.h"
 
 namespace tilegrad::ops {
@@ -64,25 +65,30 @@ void bce_validate(const char* op, const BceTensors& a, const core::ReductionArg*
 
   if (reduction) core::require_valid(op, *reduction);
 
-  if (a.out) {
-    core::require_no_self_overlap(op, "out", *a.out);
-    for (const Named& n : inputs)
-      if (n.t) core::require_no_partial_overlap(op, "out", *a.out, n.name, *n.t, true);
-  }
+  if (a.out) core::require_no_self_overlap(op, "out", *a.out);
+  bce_check_overlaps(op, a);
 }
 
-BceAclViews bce_views_of(const char* op, const BceAclTensors& a, bool with_grad_output) {
+void bce_check_overlaps(const char* op, const BceTensors& a) {
+  if (!a.out) return;
+  const Named inputs[] = {{"gradOutput", a.grad_output},  {"self", &a.self}, {"target", &a.target},
+                          {"weightOptional", a.weight}, {"posWeightOptional", a.pos_weight}};
+  for (const Named& n : inputs)
+    if (n.t) core::require_no_partial_overlap(op, "out", *a.out, n.name, *n.t, true);
+}
+
+BceAclViews bce_views_of(const char* op, const BceAclTensors& a, bool with_grad_output, core::ExecutorTensors& t) {
   if (with_grad_output) core::require_not_null(op, "gradOutput", a.grad_output);
   core::require_not_null(op, "self", a.self);
   core::require_not_null(op, "target", a.target);
   core::require_not_null(op, "out", a.out);
   BceAclViews v;
-  if (with_grad_output) v.grad_output = core::view_of(op, "gradOutput", a.grad_output);
-  v.self = core::view_of(op, "self", a.self);
-  v.target = core::view_of(op, "target", a.target);
-  v.weight = core::optional_view_of(op, "weightOptional", a.weight);
-  v.pos_weight = core::optional_view_of(op, "posWeightOptional", a.pos_weight);
-  v.out = core::view_of(op, "out", a.out);
+  if (with_grad_output) v.grad_output = t.view("gradOutput", a.grad_output);
+  v.self = t.view("self", a.self);
+  v.target = t.view("target", a.target);
+  v.weight = t.optional_view("weightOptional", a.weight);
+  v.pos_weight = t.optional_view("posWeightOptional", a.pos_weight);
+  v.out = t.view("out", a.out);
   v.has_weight = a.weight != nullptr;
   v.has_pos_weight = a.pos_weight != nullptr;
   return v;

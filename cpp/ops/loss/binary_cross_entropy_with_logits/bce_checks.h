@@ -9,6 +9,10 @@
 
 struct aclTensor;
 
+namespace tilegrad::core {
+class ExecutorTensors;
+}
+
 namespace tilegrad::ops {
 
 // The tensors of one call; grad_output is null in the forward; weight / pos_weight are null when
@@ -29,6 +33,8 @@ enum class BceOutShape { kSelf, kByReduction };
 // Every check of one call, in the order above; op names the operator in the messages. The
 // reduction is checked only when given (kByReduction needs it).
 void bce_validate(const char* op, const BceTensors& a, const core::ReductionArg* reduction, BceOutShape out_shape);
+// Its last checks, the ones that depend on addresses: out may alias an input exactly, never partly.
+void bce_check_overlaps(const char* op, const BceTensors& a);
 
 // The C ABI's tensors of one call; grad_output is the backward's (the forward has none).
 struct BceAclTensors {
@@ -48,9 +54,10 @@ struct BceAclViews {
   const TensorView* weight_or_null() const { return has_weight ? &weight : nullptr; }
   const TensorView* pos_weight_or_null() const { return has_pos_weight ? &pos_weight : nullptr; }
 };
-BceAclViews bce_views_of(const char* op, const BceAclTensors& a, bool with_grad_output);
+BceAclViews bce_views_of(const char* op, const BceAclTensors& a, bool with_grad_output, core::ExecutorTensors& t);
 
-// The native API's optional tensor: null when absent (TensorView{}, see core::present), else &t.
+// The native API's (and a bound launch's) optional tensor: null when absent (TensorView{}, see
+// core::present), else &t.
 const TensorView* bce_optional(const TensorView& t);
 
 // The single element of a one-element fp32/fp16/bf16 view, widened to fp32.

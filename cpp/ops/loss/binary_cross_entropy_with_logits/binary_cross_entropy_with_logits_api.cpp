@@ -79,16 +79,12 @@ class BceForwardLaunch final : public core::Launch {
     variant_.weight_vector = bce_operand(w, numel) == BceOperand::kVector;
     variant_.pos_weight = bce_operand(pw, numel);
 
-    const TensorView walk = reduce ? walk_order_of(x) : TensorView{};
-    const TensorView* ops[core::kMaxOperands] = {reduce ? &walk : &out, &x, &t};
-    int nops = 3;
+    TensorView walk;
+    const TensorView* ops[core::kMaxOperands];
+    const int nops = layout_operands(x, t, w, pw, out, walk, ops);
     int64_t bytes = dtype_size(x.dtype) + dtype_size(t.dtype) + (reduce ? 0 : dtype_size(out.dtype));
-    auto add = [&](const TensorView* v) {
-      ops[nops++] = v;
-      if (v->numel() == numel) bytes += dtype_size(v->dtype);  // broadcast operands stay in cache
-    };
-    if (variant_.weight_vector) add(w);
-    if (variant_.pos_weight == BceOperand::kVector) add(pw);
+    for (int k = 3; k < nops; ++k)
+      if (ops[k]->numel() == numel) bytes += dtype_size(ops[k]->dtype);  // broadcast operands stay in cache
     variant_.inputs_dtype = x.dtype;
     for (int k = 1; k < nops; ++k) {
       params_.inputs[k - 1] = ops[k]->dtype;
@@ -103,6 +99,19 @@ class BceForwardLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
+
+  void bind(const core::Operands& a) override {
+    const TensorView &x = a["self"], &t = a["target"], &out = a["out"];
+    const TensorView *w = bce_optional(a["weightOptional"]), *pw = bce_optional(a["posWeightOptional"]);
+    bce_check_overlaps(kOp, {nullptr, x, t, w, pw, &out});
+    TensorView walk;
+    const TensorView* ops[core::kMaxOperands];
+    layout_operands(x, t, w, pw, out, walk, ops);
+    core::bind_elementwise_layout(layout_, ops);
+    out_ = out;
+    w_ = w ? *w : TensorView{};
+    pw_ = pw ? *pw : TensorView{};
+  }
 
   void run(void* workspace) override {
     // One-element operands are read at launch time (the C ABI may fill the tensors after phase 1).
@@ -126,6 +135,18 @@ class BceForwardLaunch final : public core::Launch {
   }
 
  private:
+  // The elementwise layout's operands into ops (returns how many): out, or in mean / sum self's walk
+  // order (into `walk`); self, target; then weight and posWeight where read per element.
+  int layout_operands(const TensorView& x, const TensorView& t, const TensorView* w, const TensorView* pw,
+                      const TensorView& out, TensorView& walk, const TensorView** ops) const {
+    if (variant_.reduce) walk = walk_order_of(x);
+    int n = 0;
+    for (const TensorView* v : {variant_.reduce ? &walk : &out, &x, &t}) ops[n++] = v;
+    if (variant_.weight_vector) ops[n++] = w;
+    if (variant_.pos_weight == BceOperand::kVector) ops[n++] = pw;
+    return n;
+  }
+
   // partial[b] = the sum of block b's losses, its spans in order; tiles are whole runs of blocks.
   void sum_blocks(const BceForwardParams& p, double* partial) const {
     const core::ElementwiseTiling& t = tiling_.tiles;
@@ -180,11 +201,13 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsGetWorkspaceSize(
     const aclTensor* self, const aclTensor* target, const aclTensor* weightOptional, const aclTensor* posWeightOptional,
     int64_t reduction, aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_rebindable_executor(
-      ops::kOp, {{"self", "target", "weightOptional", "posWeightOptional"}, {"out"}}, workspaceSize, executor, [=] {
+  return core::create_executor(
+      ops::kOp, {{"self", "target", "weightOptional", "posWeightOptional"}, {"out"}}, workspaceSize, executor,
+      [&](core::ExecutorTensors& tensors) {
         const core::ReductionArg r = core::reduction_from_code(reduction);
         const ops::BceAclViews v = ops::bce_views_of(
-            ops::kOp, {nullptr, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/false);
+            ops::kOp, {nullptr, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/false,
+            tensors);
         return std::make_unique<ops::BceForwardLaunch>(v.self, v.target, v.weight_or_null(), v.pos_weight_or_null(),
                                                        r, v.out);
       });

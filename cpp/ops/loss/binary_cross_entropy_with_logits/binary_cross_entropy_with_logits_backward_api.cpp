@@ -41,26 +41,31 @@ class BceBackwardLaunch final : public core::Launch {
     if (w) variant_.weight_dtype = w->dtype;
     if (pw) variant_.pos_weight_dtype = pw->dtype;
 
-    const TensorView* ops[core::kMaxOperands] = {&out, &x, &t};
-    int nops = 3;
+    const TensorView* ops[core::kMaxOperands];
+    const int nops = layout_operands(dy, x, t, w, pw, out, ops);
     int64_t bytes = dtype_size(out.dtype) + dtype_size(x.dtype) + dtype_size(t.dtype);
-    auto add = [&](const TensorView* v, BceOperand m) {
-      if (m != BceOperand::kVector) return;
-      params_.inputs[nops - 1] = v->dtype;
-      ops[nops++] = v;
-      if (v->numel() == numel) bytes += dtype_size(v->dtype);  // broadcast operands stay in cache
-    };
-    params_.inputs[0] = x.dtype;
-    params_.inputs[1] = t.dtype;
-    add(&dy, variant_.grad_output);
-    add(w, variant_.weight);
-    add(pw, variant_.pos_weight);
+    for (int k = 1; k < nops; ++k) {
+      params_.inputs[k - 1] = ops[k]->dtype;
+      if (k >= 3 && ops[k]->numel() == numel) bytes += dtype_size(ops[k]->dtype);  // broadcast ones stay in cache
+    }
     layout_ = core::make_elementwise_layout(ops, nops);
     tiling_ = bce_backward_tiling(numel, bytes, core::inner_is_contiguous(layout_),
                                   static_cast<int64_t>(reduction.value), core::Platform::current());
     kernel_ = bce_backward_kernel(tiling_.isa, variant_);
     trace_.record(kOp, {{"gradOutput", &dy}, {"self", &x}, {"target", &t}, {"weightOptional", w},
                         {"posWeightOptional", pw}, {"out", &out}}, tiling_);
+  }
+
+  void bind(const core::Operands& a) override {
+    const TensorView &dy = a["gradOutput"], &x = a["self"], &t = a["target"], &out = a["out"];
+    const TensorView *w = bce_optional(a["weightOptional"]), *pw = bce_optional(a["posWeightOptional"]);
+    bce_check_overlaps(kOp, {&dy, x, t, w, pw, &out});
+    const TensorView* ops[core::kMaxOperands];
+    layout_operands(dy, x, t, w, pw, out, ops);
+    core::bind_elementwise_layout(layout_, ops);
+    dy_ = dy;
+    w_ = w ? *w : TensorView{};
+    pw_ = pw ? *pw : TensorView{};
   }
 
   void run(void*) override {
@@ -77,6 +82,18 @@ class BceBackwardLaunch final : public core::Launch {
   }
 
  private:
+  // The elementwise layout's operands into ops (returns how many), in the kernel's order: out, self,
+  // target, then gradOutput, weight and posWeight where read per element.
+  int layout_operands(const TensorView& dy, const TensorView& x, const TensorView& t, const TensorView* w,
+                      const TensorView* pw, const TensorView& out, const TensorView** ops) const {
+    int n = 0;
+    for (const TensorView* v : {&out, &x, &t}) ops[n++] = v;
+    if (variant_.grad_output == BceOperand::kVector) ops[n++] = &dy;
+    if (variant_.weight == BceOperand::kVector) ops[n++] = w;
+    if (variant_.pos_weight == BceOperand::kVector) ops[n++] = pw;
+    return n;
+  }
+
   TensorView dy_, w_, pw_;  // kept for the one-element (kScalar) reads
   BceVariant variant_;
   BceSpanParams params_;
@@ -117,11 +134,13 @@ extern "C" aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize
     const aclTensor* gradOutput, const aclTensor* self, const aclTensor* target, const aclTensor* weightOptional,
     const aclTensor* posWeightOptional, int64_t reduction, aclTensor* out, uint64_t* workspaceSize,
     aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"gradOutput", "self", "target", "weightOptional", "posWeightOptional"}, {"out"}},
-                                         workspaceSize, executor, [=] {
+  return core::create_executor(
+      ops::kOp, {{"gradOutput", "self", "target", "weightOptional", "posWeightOptional"}, {"out"}}, workspaceSize,
+      executor, [&](core::ExecutorTensors& tensors) {
     const core::ReductionArg r = core::reduction_from_code(reduction);
     const ops::BceAclViews v = ops::bce_views_of(
-        ops::kOp, {gradOutput, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/true);
+        ops::kOp, {gradOutput, self, target, weightOptional, posWeightOptional, out}, /*with_grad_output=*/true,
+        tensors);
     return std::make_unique<ops::BceBackwardLaunch>(v.grad_output, v.self, v.target, v.weight_or_null(),
                                                     v.pos_weight_or_null(), r, v.out);
   });

@@ -24,8 +24,8 @@ struct Attributes {
 };
 // From the native API's options.
 Attributes attributes_of(const CrossEntropyOptions& o);
-// From the C ABI's arguments; reductionOptional is parsed now (null: mean), so an executor can
-// rebuild after the caller's string is gone.
+// From the C ABI's arguments; reductionOptional is parsed now (null: mean): the caller's string may be
+// gone (or changed) before a repeatable executor's later launches.
 Attributes attributes_of(const char* reduction, int64_t ignore_index, double label_smoothing, double zscale);
 
 // 161002 naming op unless the reduction is valid and 0 <= labelSmoothing <= 1 (in this order).

@@ -56,6 +56,26 @@ void validate_inputs(const TensorView& input, const TensorView& target, const Te
   if (present(weight)) core::require_shape(kOp, "weightOptional", weight, {input.shape[1]}, "input shape[1] (C)");
 }
 
+// Overlaps: every output alone (with_self; strides only), against the other outputs and against the
+// inputs (addresses: checked again when the launch is bound to new ones).
+void check_overlaps(const LossArgs& a, bool with_self) {
+  const std::pair<const char*, const TensorView*> outs[] = {
+      {"lossOut", &a.loss}, {"logProbOut", &a.log_prob}, {"zlossOut", &a.zloss}, {"lseForZlossOut", &a.lse}};
+  const std::pair<const char*, const TensorView*> ins[] = {
+      {"input", &a.input}, {"target", &a.target}, {"weightOptional", &a.weight}};
+  for (size_t k = 0; k < 4; ++k) {
+    if (!present(*outs[k].second)) continue;
+    // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
+    if (with_self && outs[k].second->numel() > 0) core::require_no_self_overlap(kOp, outs[k].first, *outs[k].second);
+    for (const auto& in : ins)
+      if (present(*in.second))
+        core::require_no_partial_overlap(kOp, outs[k].first, *outs[k].second, in.first, *in.second, false);
+    for (size_t m = k + 1; m < 4; ++m)
+      if (present(*outs[m].second))
+        core::require_no_partial_overlap(kOp, outs[k].first, *outs[k].second, outs[m].first, *outs[m].second, false);
+  }
+}
+
 Reduction validate(const LossArgs& a) {
   const bool has_w = present(a.weight), has_z = present(a.zloss), has_lse = present(a.lse);
   core::require_well_formed(kOp, "input", a.input);
@@ -95,22 +115,7 @@ Reduction validate(const LossArgs& a) {
   ce::require_loss_shapes(kOp, a.attr.reduction, n, {{"lossOut", &a.loss}, {"zlossOut", has_z ? &a.zloss : nullptr}});
   // attributes
   const Reduction r = ce::require_attributes(kOp, a.attr);
-  // overlaps: every output alone, against the other outputs and against the inputs
-  const std::pair<const char*, const TensorView*> outs[] = {
-      {"lossOut", &a.loss}, {"logProbOut", &a.log_prob}, {"zlossOut", &a.zloss}, {"lseForZlossOut", &a.lse}};
-  const std::pair<const char*, const TensorView*> ins[] = {
-      {"input", &a.input}, {"target", &a.target}, {"weightOptional", &a.weight}};
-  for (size_t k = 0; k < 4; ++k) {
-    if (!present(*outs[k].second)) continue;
-    // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
-    if (outs[k].second->numel() > 0) core::require_no_self_overlap(kOp, outs[k].first, *outs[k].second);
-    for (const auto& in : ins)
-      if (present(*in.second))
-        core::require_no_partial_overlap(kOp, outs[k].first, *outs[k].second, in.first, *in.second, false);
-    for (size_t m = k + 1; m < 4; ++m)
-      if (present(*outs[m].second))
-        core::require_no_partial_overlap(kOp, outs[k].first, *outs[k].second, outs[m].first, *outs[m].second, false);
-  }
+  check_overlaps(a, true);
   return r;
 }
 
@@ -154,6 +159,14 @@ class CrossEntropyLossLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return workspace_bytes_; }
+
+  void bind(const core::Operands& t) override {
+    LossArgs a = a_;
+    t.bind({{"input", &a.input}, {"target", &a.target}, {"weightOptional", &a.weight}, {"lossOut", &a.loss},
+            {"logProbOut", &a.log_prob}, {"zlossOut", &a.zloss}, {"lseForZlossOut", &a.lse}});
+    check_overlaps(a, false);
+    a_ = a;
+  }
 
   void run(void* workspace) override {
     char* ws = static_cast<char*>(workspace);
@@ -344,16 +357,16 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
     const aclTensor* lseForZlossOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const ops::ce::Attributes attr =
       ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
-  // z-loss off and not requested: zlossOut / lseForZlossOut are ignored but for their dtype (read now,
-  // while the caller's tensors are live: an executor's rebuild never reads the caller's tensors).
+  // z-loss off and not requested: zlossOut / lseForZlossOut are ignored but for their dtype.
   const bool zloss_used = lseSquareScaleForZloss != 0 || returnZloss;
   std::vector<std::pair<const char*, DType>> unused_outputs;
   if (!zloss_used) {
     if (zlossOut) unused_outputs.emplace_back("zlossOut", static_cast<DType>(zlossOut->dtype));
     if (lseForZlossOut) unused_outputs.emplace_back("lseForZlossOut", static_cast<DType>(lseForZlossOut->dtype));
   }
-  return core::create_rebindable_executor(ops::kOp, {{"input", "target", "weightOptional"}, {"lossOut", "logProbOut", "zlossOut", "lseForZlossOut"}},
-                                         workspaceSize, executor, [=] {
+  const core::TensorParams params{{"input", "target", "weightOptional"},
+                                  {"lossOut", "logProbOut", "zlossOut", "lseForZlossOut"}};
+  return core::create_executor(ops::kOp, params, workspaceSize, executor, [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "input", input);
     core::require_not_null(ops::kOp, "target", target);
     core::require_not_null(ops::kOp, "lossOut", lossOut);
@@ -363,14 +376,14 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGetWorkspaceSize(
       core::require_not_null(ops::kOp, "lseForZlossOut (returnZloss is true)", lseForZlossOut);
     }
     ops::LossArgs a;
-    a.input = core::view_of(ops::kOp, "input", input);
-    a.target = core::view_of(ops::kOp, "target", target);
-    a.weight = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
-    a.loss = core::view_of(ops::kOp, "lossOut", lossOut);
-    a.log_prob = core::view_of(ops::kOp, "logProbOut", logProbOut);
+    a.input = t.view("input", input);
+    a.target = t.view("target", target);
+    a.weight = t.optional_view("weightOptional", weightOptional);
+    a.loss = t.view("lossOut", lossOut);
+    a.log_prob = t.view("logProbOut", logProbOut);
     if (zloss_used) {
-      a.zloss = core::optional_view_of(ops::kOp, "zlossOut", zlossOut);
-      a.lse = core::optional_view_of(ops::kOp, "lseForZlossOut", lseForZlossOut);
+      a.zloss = t.optional_view("zlossOut", zlossOut);
+      a.lse = t.optional_view("lseForZlossOut", lseForZlossOut);
     }
     a.attr = attr;
     a.unused_outputs = unused_outputs;

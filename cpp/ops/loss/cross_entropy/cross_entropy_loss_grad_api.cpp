@@ -35,6 +35,16 @@ void require_same_dtype(const char* arg, const TensorView& t, const TensorView& 
   core::require_same_dtype(kOp, arg, t, "logProb", log_prob);
 }
 
+// The rules that depend on addresses: xGradOut may be logProb itself, never share memory with another input.
+void check_overlaps(const GradArgs& a) {
+  core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "logProb", a.log_prob, true);
+  core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "gradLoss", a.grad_loss, false);
+  core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "target", a.target, false);
+  for (const auto& [name, t] : {std::pair{"weightOptional", &a.weight}, {"gradZlossOptional", &a.grad_zloss},
+                                {"lseForZlossOptional", &a.lse}})
+    if (present(*t)) core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, name, *t, false);
+}
+
 // Validation in the specification's order (section 0): dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
 Reduction validate(const GradArgs& a) {
   const bool has_w = present(a.weight), has_gz = present(a.grad_zloss), has_lse = present(a.lse);
@@ -71,15 +81,10 @@ Reduction validate(const GradArgs& a) {
                           {{"gradLoss", &a.grad_loss}, {"gradZlossOptional", has_gz ? &a.grad_zloss : nullptr}});
   // attributes
   const Reduction r = ce::require_attributes(kOp, a.attr);
-  // the output against itself and the inputs (xGradOut may be logProb itself)
+  // the output against itself and the inputs
   // (an empty view cannot overlap itself; NumPy gives empty arrays zero strides)
   if (a.x_grad.numel() > 0) core::require_no_self_overlap(kOp, "xGradOut", a.x_grad);
-  core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "logProb", a.log_prob, true);
-  core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "gradLoss", a.grad_loss, false);
-  core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "target", a.target, false);
-  if (has_w) core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "weightOptional", a.weight, false);
-  if (has_gz) core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "gradZlossOptional", a.grad_zloss, false);
-  if (has_lse) core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, "lseForZlossOptional", a.lse, false);
+  check_overlaps(a);
   return r;
 }
 
@@ -106,6 +111,15 @@ class CrossEntropyLossGradLaunch final : public core::Launch {
     return use_weight_vector_ && ce::weight_needs_copy(a_.weight)
                ? static_cast<uint64_t>(core::checked_mul(kOp, "workspace weight copy", cols_, 4))
                : 0;
+  }
+
+  void bind(const core::Operands& t) override {
+    GradArgs a = a_;
+    t.bind({{"gradLoss", &a.grad_loss}, {"logProb", &a.log_prob}, {"target", &a.target},
+            {"weightOptional", &a.weight}, {"gradZlossOptional", &a.grad_zloss}, {"lseForZlossOptional", &a.lse},
+            {"xGradOut", &a.x_grad}});
+    check_overlaps(a);
+    a_ = a;
   }
 
   void run(void* workspace) override {
@@ -218,20 +232,21 @@ extern "C" aclnnStatus aclnnCrossEntropyLossGradGetWorkspaceSize(
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   const ops::ce::Attributes attr =
       ops::ce::attributes_of(reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss);
-  return core::create_rebindable_executor(ops::kOp, {{"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"}, {"xGradOut"}},
-                                         workspaceSize, executor, [=] {
+  const core::TensorParams params{
+      {"gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"}, {"xGradOut"}};
+  return core::create_executor(ops::kOp, params, workspaceSize, executor, [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "gradLoss", gradLoss);
     core::require_not_null(ops::kOp, "logProb", logProb);
     core::require_not_null(ops::kOp, "target", target);
     core::require_not_null(ops::kOp, "xGradOut", out);
     ops::GradArgs a;
-    a.grad_loss = core::view_of(ops::kOp, "gradLoss", gradLoss);
-    a.log_prob = core::view_of(ops::kOp, "logProb", logProb);
-    a.target = core::view_of(ops::kOp, "target", target);
-    a.weight = core::optional_view_of(ops::kOp, "weightOptional", weightOptional);
-    a.grad_zloss = core::optional_view_of(ops::kOp, "gradZlossOptional", gradZlossOptional);
-    a.lse = core::optional_view_of(ops::kOp, "lseForZlossOptional", lseForZlossOptional);
-    a.x_grad = core::view_of(ops::kOp, "xGradOut", out);
+    a.grad_loss = t.view("gradLoss", gradLoss);
+    a.log_prob = t.view("logProb", logProb);
+    a.target = t.view("target", target);
+    a.weight = t.optional_view("weightOptional", weightOptional);
+    a.grad_zloss = t.optional_view("gradZlossOptional", gradZlossOptional);
+    a.lse = t.optional_view("lseForZlossOptional", lseForZlossOptional);
+    a.x_grad = t.view("xGradOut", out);
     a.attr = attr;
     return std::make_unique<ops::CrossEntropyLossGradLaunch>(a);
   });

@@ -23,6 +23,15 @@ struct Args {
   TensorView max, sum, pred, loss, logits, softmax;  // logits, softmax optional
 };
 
+void check_overlaps(const Args& a) {
+  const bool has_logits = core::present(a.logits);
+  flce_check_overlaps(kOp, {{"lossOut", &a.loss}, {"softMaxOutOptional", has_logits ? &a.softmax : nullptr}},
+                      {{"logitsMax", &a.max},
+                       {"sumExpLogits", &a.sum},
+                       {"predictedLogits", &a.pred},
+                       {"vocabParallelLogitsOptional", has_logits ? &a.logits : nullptr}});
+}
+
 void validate(const Args& a, float label_smoothing) {
   core::require_well_formed(kOp, "logitsMax", a.max);
   core::require_well_formed(kOp, "sumExpLogits", a.sum);
@@ -60,11 +69,7 @@ void validate(const Args& a, float label_smoothing) {
     core::require_shape(kOp, "softMaxOutOptional", a.softmax, a.logits.shape, "vocabParallelLogitsOptional shape");
   }
   core::check(label_smoothing == 0.0f, kOp, ": labelSmoothing must be 0, got ", label_smoothing);
-  flce_check_overlaps(kOp, {{"lossOut", &a.loss}, {"softMaxOutOptional", has_logits ? &a.softmax : nullptr}},
-                      {{"logitsMax", &a.max},
-                       {"sumExpLogits", &a.sum},
-                       {"predictedLogits", &a.pred},
-                       {"vocabParallelLogitsOptional", has_logits ? &a.logits : nullptr}});
+  check_overlaps(a);
 }
 
 class LossWithMaxSumLaunch final : public core::Launch {
@@ -75,6 +80,14 @@ class LossWithMaxSumLaunch final : public core::Launch {
     trace_.record(kOp, {{"logitsMax", &a_.max}, {"sumExpLogits", &a_.sum}, {"predictedLogits", &a_.pred},
                         {"vocabParallelLogitsOptional", &a_.logits}, {"lossOut", &a_.loss},
                         {"softMaxOutOptional", &a_.softmax}});
+  }
+
+  void bind(const core::Operands& t) override {
+    Args a = a_;
+    t.bind({{"logitsMax", &a.max}, {"sumExpLogits", &a.sum}, {"predictedLogits", &a.pred}, {"lossOut", &a.loss},
+            {"vocabParallelLogitsOptional", &a.logits}, {"softMaxOutOptional", &a.softmax}});
+    check_overlaps(a);
+    a_ = a;
   }
 
   void run(void*) override {
@@ -130,8 +143,10 @@ extern "C" aclnnStatus aclnnFusedCrossEntropyLossWithMaxSumGetWorkspaceSize(
   const char* op = ops::kOp;
   (void)inputOptional;  // accepted for the vendor signature; not used by the computation
   (void)weightOptional;
-  return core::create_rebindable_executor(op, {{"logitsMax", "sumExpLogits", "predictedLogits", "inputOptional", "weightOptional", "vocabParallelLogitsOptional"}, {"lossOut", "softMaxOutOptional"}},
-                                         workspaceSize, executor, [=] {
+  const core::TensorParams params{{"logitsMax", "sumExpLogits", "predictedLogits", "inputOptional", "weightOptional",
+                                   "vocabParallelLogitsOptional"},
+                                  {"lossOut", "softMaxOutOptional"}};
+  return core::create_executor(op, params, workspaceSize, executor, [&](core::ExecutorTensors& t) {
     core::require_not_null(op, "logitsMax", logitsMax);
     core::require_not_null(op, "sumExpLogits", sumExpLogits);
     core::require_not_null(op, "predictedLogits", predictedLogits);
@@ -140,12 +155,12 @@ extern "C" aclnnStatus aclnnFusedCrossEntropyLossWithMaxSumGetWorkspaceSize(
       core::fail(Status::kParamNullptr, op,
                  ": softMaxOutOptional is required when vocabParallelLogitsOptional is given");
     const bool has_logits = vocabParallelLogitsOptional != nullptr;
-    ops::Args a{core::view_of(op, "logitsMax", logitsMax),
-                core::view_of(op, "sumExpLogits", sumExpLogits),
-                core::view_of(op, "predictedLogits", predictedLogits),
-                core::view_of(op, "lossOut", lossOut),
-                core::optional_view_of(op, "vocabParallelLogitsOptional", vocabParallelLogitsOptional),
-                has_logits ? core::view_of(op, "softMaxOutOptional", softMaxOutOptional) : TensorView{}};
+    ops::Args a{t.view("logitsMax", logitsMax),
+                t.view("sumExpLogits", sumExpLogits),
+                t.view("predictedLogits", predictedLogits),
+                t.view("lossOut", lossOut),
+                t.optional_view("vocabParallelLogitsOptional", vocabParallelLogitsOptional),
+                has_logits ? t.view("softMaxOutOptional", softMaxOutOptional) : TensorView{}};
     return std::make_unique<ops::LossWithMaxSumLaunch>(a, labelSmoothing);
   });
 }

@@ -22,6 +22,19 @@ struct Args {
   TensorView grad, input, weight, mask, masked, max, sum, softmax, gin, gw;  // max, sum, softmax optional
 };
 
+void check_overlaps(const Args& a) {
+  const bool hp = core::present(a.softmax);
+  flce_check_overlaps(kOp, {{"inputGradOut", &a.gin}, {"weightGradOut", &a.gw}},
+                      {{"grad", &a.grad},
+                       {"input", &a.input},
+                       {"weight", &a.weight},
+                       {"targetMask", &a.mask},
+                       {"maskedTarget", &a.masked},
+                       {"logitsMaxOptional", hp ? nullptr : &a.max},
+                       {"sumExpLogitsOptional", hp ? nullptr : &a.sum},
+                       {"softmaxOptional", hp ? &a.softmax : nullptr}});
+}
+
 void validate(const Args& a, float label_smoothing) {
   const bool hp = core::present(a.softmax);
   core::require_well_formed(kOp, "grad", a.grad);
@@ -86,15 +99,7 @@ void validate(const Args& a, float label_smoothing) {
   core::require_shape(kOp, "inputGradOut", a.gin, {bt, h}, "(BT, H)");
   core::require_shape(kOp, "weightGradOut", a.gw, {v, h}, "(V, H)");
   core::check(label_smoothing == 0.0f, kOp, ": labelSmoothing must be 0, got ", label_smoothing);
-  flce_check_overlaps(kOp, {{"inputGradOut", &a.gin}, {"weightGradOut", &a.gw}},
-                      {{"grad", &a.grad},
-                       {"input", &a.input},
-                       {"weight", &a.weight},
-                       {"targetMask", &a.mask},
-                       {"maskedTarget", &a.masked},
-                       {"logitsMaxOptional", hp ? nullptr : &a.max},
-                       {"sumExpLogitsOptional", hp ? nullptr : &a.sum},
-                       {"softmaxOptional", hp ? &a.softmax : nullptr}});
+  check_overlaps(a);
 }
 
 class LossGradLaunch final : public core::Launch {
@@ -111,6 +116,15 @@ class LossGradLaunch final : public core::Launch {
     core::trace_gemm(trace_, a_.input.dtype);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
+
+  void bind(const core::Operands& t) override {
+    Args a = a_;
+    t.bind({{"grad", &a.grad}, {"input", &a.input}, {"weight", &a.weight}, {"targetMask", &a.mask},
+            {"maskedTarget", &a.masked}, {"logitsMaxOptional", &a.max}, {"sumExpLogitsOptional", &a.sum},
+            {"softmaxOptional", &a.softmax}, {"inputGradOut", &a.gin}, {"weightGradOut", &a.gw}});
+    check_overlaps(a);
+    a_ = a;
+  }
 
   void run(void* workspace) override {
     const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
@@ -184,7 +198,7 @@ extern "C" aclnnStatus aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize(
   const core::TensorParams params{{"grad", "input", "weight", "targetMask", "maskedTarget", "logitsMaxOptional",
                                    "sumExpLogitsOptional", "softmaxOptional"},
                                   {"inputGradOut", "weightGradOut"}};
-  return core::create_rebindable_executor(op, params, workspaceSize, executor, [=] {
+  return core::create_executor(op, params, workspaceSize, executor, [&](core::ExecutorTensors& t) {
     if (!softmaxOptional && (!logitsMaxOptional || !sumExpLogitsOptional))
       core::fail(Status::kParamNullptr, op,
                  ": logitsMaxOptional and sumExpLogitsOptional are required when softmaxOptional is null");
@@ -196,16 +210,16 @@ extern "C" aclnnStatus aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize(
     core::require_not_null(op, "inputGradOut", inputGradOut);
     core::require_not_null(op, "weightGradOut", weightGradOut);
     const bool hp = softmaxOptional != nullptr;
-    ops::Args a{core::view_of(op, "grad", grad),
-                core::view_of(op, "input", input),
-                core::view_of(op, "weight", weight),
-                core::view_of(op, "targetMask", targetMask),
-                core::view_of(op, "maskedTarget", maskedTarget),
-                hp ? TensorView{} : core::view_of(op, "logitsMaxOptional", logitsMaxOptional),
-                hp ? TensorView{} : core::view_of(op, "sumExpLogitsOptional", sumExpLogitsOptional),
-                core::optional_view_of(op, "softmaxOptional", softmaxOptional),
-                core::view_of(op, "inputGradOut", inputGradOut),
-                core::view_of(op, "weightGradOut", weightGradOut)};
+    ops::Args a{t.view("grad", grad),
+                t.view("input", input),
+                t.view("weight", weight),
+                t.view("targetMask", targetMask),
+                t.view("maskedTarget", maskedTarget),
+                hp ? TensorView{} : t.view("logitsMaxOptional", logitsMaxOptional),
+                hp ? TensorView{} : t.view("sumExpLogitsOptional", sumExpLogitsOptional),
+                t.optional_view("softmaxOptional", softmaxOptional),
+                t.view("inputGradOut", inputGradOut),
+                t.view("weightGradOut", weightGradOut)};
     return std::make_unique<ops::LossGradLaunch>(a, labelSmoothing, ops::flce_budget());
   });
 }

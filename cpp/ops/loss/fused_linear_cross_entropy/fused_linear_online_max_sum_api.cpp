@@ -24,6 +24,17 @@ struct Args {
   TensorView input, weight, target, max, sum, pred, mask, masked, logits;  // logits optional
 };
 
+void check_overlaps(const Args& a) {
+  flce_check_overlaps(kOp,
+                      {{"logitsMaxLocalOut", &a.max},
+                       {"sumExpLogitsLocalOut", &a.sum},
+                       {"predictedLogitsLocalOut", &a.pred},
+                       {"targetMaskOut", &a.mask},
+                       {"maskedTargetOut", &a.masked},
+                       {"vocabParallelLogitsOutOptional", core::present(a.logits) ? &a.logits : nullptr}},
+                      {{"input", &a.input}, {"weight", &a.weight}, {"target", &a.target}});
+}
+
 void validate(const Args& a, int64_t start, int64_t end) {
   const TensorView* views[] = {&a.input, &a.weight, &a.target, &a.max, &a.sum, &a.pred, &a.mask, &a.masked};
   const char* names[] = {"input", "weight", "target", "logitsMaxLocalOut", "sumExpLogitsLocalOut",
@@ -71,14 +82,7 @@ void validate(const Args& a, int64_t start, int64_t end) {
   // exist (the vendor does not check; its kernel would read past the weight): refused.
   core::check(end - start <= v, kOp, ": vocabEndIndex - vocabStartIndex must be <= weight rows ", v, ", got ",
               end - start);
-  flce_check_overlaps(kOp,
-                      {{"logitsMaxLocalOut", &a.max},
-                       {"sumExpLogitsLocalOut", &a.sum},
-                       {"predictedLogitsLocalOut", &a.pred},
-                       {"targetMaskOut", &a.mask},
-                       {"maskedTargetOut", &a.masked},
-                       {"vocabParallelLogitsOutOptional", has_logits ? &a.logits : nullptr}},
-                      {{"input", &a.input}, {"weight", &a.weight}, {"target", &a.target}});
+  check_overlaps(a);
 }
 
 class OnlineMaxSumLaunch final : public core::Launch {
@@ -95,6 +99,15 @@ class OnlineMaxSumLaunch final : public core::Launch {
     core::trace_gemm(trace_, a_.input.dtype);
   }
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
+
+  void bind(const core::Operands& t) override {
+    Args a = a_;
+    t.bind({{"input", &a.input}, {"weight", &a.weight}, {"target", &a.target}, {"logitsMaxLocalOut", &a.max},
+            {"sumExpLogitsLocalOut", &a.sum}, {"predictedLogitsLocalOut", &a.pred}, {"targetMaskOut", &a.mask},
+            {"maskedTargetOut", &a.masked}, {"vocabParallelLogitsOutOptional", &a.logits}});
+    check_overlaps(a);
+    a_ = a;
+  }
 
   void run(void* workspace) override {
     const int64_t bt = a_.input.shape[0];
@@ -170,8 +183,10 @@ extern "C" aclnnStatus aclnnFusedLinearOnlineMaxSumGetWorkspaceSize(
     aclTensor* predictedLogitsLocalOut, aclTensor* targetMaskOut, aclTensor* maskedTargetOut,
     aclTensor* vocabParallelLogitsOutOptional, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* op = ops::kOp;
-  return core::create_rebindable_executor(op, {{"input", "weight", "target"}, {"logitsMaxLocalOut", "sumExpLogitsLocalOut", "predictedLogitsLocalOut", "targetMaskOut", "maskedTargetOut", "vocabParallelLogitsOutOptional"}},
-                                         workspaceSize, executor, [=] {
+  const core::TensorParams params{{"input", "weight", "target"},
+                                  {"logitsMaxLocalOut", "sumExpLogitsLocalOut", "predictedLogitsLocalOut",
+                                   "targetMaskOut", "maskedTargetOut", "vocabParallelLogitsOutOptional"}};
+  return core::create_executor(op, params, workspaceSize, executor, [&](core::ExecutorTensors& t) {
     core::require_not_null(op, "input", input);
     core::require_not_null(op, "weight", weight);
     core::require_not_null(op, "target", target);
@@ -180,15 +195,15 @@ extern "C" aclnnStatus aclnnFusedLinearOnlineMaxSumGetWorkspaceSize(
     core::require_not_null(op, "predictedLogitsLocalOut", predictedLogitsLocalOut);
     core::require_not_null(op, "targetMaskOut", targetMaskOut);
     core::require_not_null(op, "maskedTargetOut", maskedTargetOut);
-    ops::Args a{core::view_of(op, "input", input),
-                core::view_of(op, "weight", weight),
-                core::view_of(op, "target", target),
-                core::view_of(op, "logitsMaxLocalOut", logitsMaxLocalOut),
-                core::view_of(op, "sumExpLogitsLocalOut", sumExpLogitsLocalOut),
-                core::view_of(op, "predictedLogitsLocalOut", predictedLogitsLocalOut),
-                core::view_of(op, "targetMaskOut", targetMaskOut),
-                core::view_of(op, "maskedTargetOut", maskedTargetOut),
-                core::optional_view_of(op, "vocabParallelLogitsOutOptional", vocabParallelLogitsOutOptional)};
+    ops::Args a{t.view("input", input),
+                t.view("weight", weight),
+                t.view("target", target),
+                t.view("logitsMaxLocalOut", logitsMaxLocalOut),
+                t.view("sumExpLogitsLocalOut", sumExpLogitsLocalOut),
+                t.view("predictedLogitsLocalOut", predictedLogitsLocalOut),
+                t.view("targetMaskOut", targetMaskOut),
+                t.view("maskedTargetOut", maskedTargetOut),
+                t.optional_view("vocabParallelLogitsOutOptional", vocabParallelLogitsOutOptional)};
     return std::make_unique<ops::OnlineMaxSumLaunch>(a, vocabStartIndex, vocabEndIndex, ops::flce_budget());
   });
 }

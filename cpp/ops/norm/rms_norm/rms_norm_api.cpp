@@ -39,6 +39,15 @@ int validate_inputs(const TensorView& x, const TensorView& gamma) {
   return require_input_shapes(x, gamma);
 }
 
+// The rules that depend on addresses: yOut may be x itself (in place); nothing else shares memory.
+void check_overlaps(const TensorView& x, const TensorView& gamma, const TensorView& y, const TensorView& rstd) {
+  core::require_no_partial_overlap(kOp, "yOut", y, "x", x, true);
+  core::require_no_partial_overlap(kOp, "yOut", y, "gamma", gamma, false);
+  core::require_no_partial_overlap(kOp, "rstdOut", rstd, "x", x, false);
+  core::require_no_partial_overlap(kOp, "rstdOut", rstd, "gamma", gamma, false);
+  core::require_no_partial_overlap(kOp, "rstdOut", rstd, "yOut", y, false);
+}
+
 int validate(const TensorView& x, const TensorView& gamma, double eps, const TensorView& y, const TensorView& rstd) {
   core::require_well_formed(kOp, "x", x);
   core::require_well_formed(kOp, "gamma", gamma);
@@ -56,11 +65,7 @@ int validate(const TensorView& x, const TensorView& gamma, double eps, const Ten
   rms::check_shape(eps >= 0, kOp, ": epsilon must be >= 0, got ", eps);
   core::require_no_self_overlap(kOp, "yOut", y);
   core::require_no_self_overlap(kOp, "rstdOut", rstd);
-  core::require_no_partial_overlap(kOp, "yOut", y, "x", x, true);
-  core::require_no_partial_overlap(kOp, "yOut", y, "gamma", gamma, false);
-  core::require_no_partial_overlap(kOp, "rstdOut", rstd, "x", x, false);
-  core::require_no_partial_overlap(kOp, "rstdOut", rstd, "gamma", gamma, false);
-  core::require_no_partial_overlap(kOp, "rstdOut", rstd, "yOut", y, false);
+  check_overlaps(x, gamma, y, rstd);
   return k;
 }
 
@@ -82,6 +87,15 @@ class RmsNormLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &x = t["x"], &gamma = t["gamma"], &y = t["yOut"], &rstd = t["rstdOut"];
+    check_overlaps(x, gamma, y, rstd);
+    x_.bind(x.data);
+    gamma_.bind(gamma.data);
+    y_.bind(y.data);
+    rstd_.bind(rstd.data);
+  }
 
   void run(void* workspace) override {
     const RmsNormTiling& t = tiling_;
@@ -135,15 +149,14 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnRmsNormGetWorkspaceSize(const aclTensor* x, const aclTensor* gamma, double epsilon,
                                                     const aclTensor* yOut, const aclTensor* rstdOut,
                                                     uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"x", "gamma"}, {"yOut", "rstdOut"}}, workspaceSize, executor,
-                                         [=] {
+  return core::create_executor(ops::kOp, {{"x", "gamma"}, {"yOut", "rstdOut"}}, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "x", x);
     core::require_not_null(ops::kOp, "gamma", gamma);
     core::require_not_null(ops::kOp, "yOut", yOut);
     core::require_not_null(ops::kOp, "rstdOut", rstdOut);
-    return std::make_unique<ops::RmsNormLaunch>(core::view_of(ops::kOp, "x", x), core::view_of(ops::kOp, "gamma", gamma),
-                                                epsilon, core::view_of(ops::kOp, "yOut", yOut),
-                                                core::view_of(ops::kOp, "rstdOut", rstdOut));
+    return std::make_unique<ops::RmsNormLaunch>(t.view("x", x), t.view("gamma", gamma), epsilon, t.view("yOut", yOut),
+                                                t.view("rstdOut", rstdOut));
   });
 }
 

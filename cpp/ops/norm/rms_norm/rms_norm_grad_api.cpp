@@ -44,6 +44,17 @@ int validate_inputs(const TensorView& dy, const TensorView& x, const TensorView&
   return k;
 }
 
+// The rules that depend on addresses: dxOut may be dy or x itself (in place); nothing else shares memory.
+void check_overlaps(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
+                    const TensorView& dx, const TensorView& dgamma) {
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "dy", dy, true);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "x", x, true);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "rstd", rstd, false);
+  core::require_no_partial_overlap(kOp, "dxOut", dx, "gamma", gamma, false);
+  for (const auto& [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}})
+    core::require_no_partial_overlap(kOp, "dgammaOut", dgamma, name, *t, false);
+}
+
 int validate(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
              const TensorView& dx, const TensorView& dgamma) {
   core::require_well_formed(kOp, "dxOut", dx);
@@ -59,12 +70,7 @@ int validate(const TensorView& dy, const TensorView& x, const TensorView& rstd, 
                    shape_str(gamma.shape), ", got ", shape_str(dgamma.shape));
   core::require_no_self_overlap(kOp, "dxOut", dx);
   core::require_no_self_overlap(kOp, "dgammaOut", dgamma);
-  core::require_no_partial_overlap(kOp, "dxOut", dx, "dy", dy, true);
-  core::require_no_partial_overlap(kOp, "dxOut", dx, "x", x, true);
-  core::require_no_partial_overlap(kOp, "dxOut", dx, "rstd", rstd, false);
-  core::require_no_partial_overlap(kOp, "dxOut", dx, "gamma", gamma, false);
-  for (const auto& [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}})
-    core::require_no_partial_overlap(kOp, "dgammaOut", dgamma, name, *t, false);
+  check_overlaps(dy, x, rstd, gamma, dx, dgamma);
   return k;
 }
 
@@ -91,6 +97,18 @@ class RmsNormGradLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &dy = t["dy"], &x = t["x"], &rstd = t["rstd"], &gamma = t["gamma"], &dx = t["dxOut"],
+                     &dgamma = t["dgammaOut"];
+    check_overlaps(dy, x, rstd, gamma, dx, dgamma);
+    dy_.bind(dy.data);
+    x_.bind(x.data);
+    rstd_.bind(rstd.data);
+    gamma_.bind(gamma.data);
+    dx_.bind(dx.data);
+    dgamma_.bind(dgamma.data);
+  }
 
   void run(void* workspace) override {
     const RmsNormGradTiling& t = tiling_;
@@ -164,18 +182,18 @@ extern "C" aclnnStatus aclnnRmsNormGradGetWorkspaceSize(const aclTensor* dy, con
                                                         const aclTensor* gamma, const aclTensor* dxOut,
                                                         const aclTensor* dgammaOut, uint64_t* workspaceSize,
                                                         aclOpExecutor** executor) {
-  return core::create_rebindable_executor(
-      ops::kOp, {{"dy", "x", "rstd", "gamma"}, {"dxOut", "dgammaOut"}}, workspaceSize, executor, [=] {
+  return core::create_executor(
+      ops::kOp, {{"dy", "x", "rstd", "gamma"}, {"dxOut", "dgammaOut"}}, workspaceSize, executor,
+      [&](core::ExecutorTensors& t) {
         core::require_not_null(ops::kOp, "dy", dy);
         core::require_not_null(ops::kOp, "x", x);
         core::require_not_null(ops::kOp, "rstd", rstd);
         core::require_not_null(ops::kOp, "gamma", gamma);
         core::require_not_null(ops::kOp, "dxOut", dxOut);
         core::require_not_null(ops::kOp, "dgammaOut", dgammaOut);
-        return std::make_unique<ops::RmsNormGradLaunch>(
-            core::view_of(ops::kOp, "dy", dy), core::view_of(ops::kOp, "x", x), core::view_of(ops::kOp, "rstd", rstd),
-            core::view_of(ops::kOp, "gamma", gamma), core::view_of(ops::kOp, "dxOut", dxOut),
-            core::view_of(ops::kOp, "dgammaOut", dgammaOut));
+        return std::make_unique<ops::RmsNormGradLaunch>(t.view("dy", dy), t.view("x", x), t.view("rstd", rstd),
+                                                        t.view("gamma", gamma), t.view("dxOut", dxOut),
+                                                        t.view("dgammaOut", dgammaOut));
       });
 }
 

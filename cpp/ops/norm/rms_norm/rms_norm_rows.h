@@ -54,6 +54,9 @@ class RowView {
     return v;
   }
 
+  // The same rows at the new address of their tensor's data.
+  void bind(void* data) { data_ = static_cast<char*>(data); }
+
   bool dense() const { return dense_; }
   // First element of row r.
   char* row(int64_t r) const {

@@ -118,6 +118,20 @@ AdamWLaunch::AdamWLaunch(const Names& names, std::vector<Slot> slots, const Adam
   trace_.record(names_.op, {{names_.operand[kParam], slots_.empty() ? nullptr : &slots_[0].t[kParam]}}, tiling_);
 }
 
+void AdamWLaunch::bind(const core::Operands& tensors) {
+  std::vector<Slot> slots = slots_;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    for (int k = 0; k < kNumOperands; ++k)
+      if (used(slots[i], k)) slots[i].t[k].data = tensors[names_.arg(k, i)].data;
+    slots[i].step.data = tensors[names_.step_arg(i)].data;
+  }
+  require_no_overlap(names_, slots);
+  slots_ = std::move(slots);
+  // (an empty one counts as absent: it stays so)
+  if (core::present(extras_.grad_scale)) extras_.grad_scale.data = tensors[names_.grad_scale].data;
+  if (core::present(extras_.found_inf)) extras_.found_inf.data = tensors[names_.found_inf].data;
+}
+
 Scalars AdamWLaunch::scalars_for(size_t i, float gmul) const {
   const Slot& s = slots_[i];
   const double step = read_number(s.step);

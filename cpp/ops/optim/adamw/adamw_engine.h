@@ -23,13 +23,15 @@ struct Slot {
   TensorView step;
 };
 
-// The names an operator gives its operands in messages ("paramsRef", "grads", ...) and whether they
-// are lists ("paramsRef[3]") or single tensors ("varRef").
+// The names an operator gives its operands in messages and its C ABI ("paramsRef", "grads", ...) and
+// whether they are lists ("paramsRef[3]") or single tensors ("varRef"); its optional scalars, if any.
 struct Names {
   const char* op;
   const char* operand[kNumOperands];
   const char* step;
   bool lists;
+  const char* grad_scale = nullptr;
+  const char* found_inf = nullptr;
   std::string arg(int operand, size_t index) const;
   std::string step_arg(size_t index) const;
 };
@@ -54,6 +56,7 @@ void require_no_overlap(const Names& n, const std::vector<Slot>& slots);
 class AdamWLaunch final : public core::Launch {
  public:
   AdamWLaunch(const Names& names, std::vector<Slot> slots, const AdamWOptions& hyper, const Extras& extras);
+  void bind(const core::Operands& tensors) override;
   void run(void* workspace) override;
   // The global gradient norm of the last run (before clipping); NaN unless max_grad_norm was given.
   double grad_norm() const { return grad_norm_; }

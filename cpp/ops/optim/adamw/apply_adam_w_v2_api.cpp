@@ -68,7 +68,12 @@ extern "C" aclnnStatus aclnnApplyAdamWV2GetWorkspaceSize(aclTensor* varRef, aclT
                                                         float weightDecay, float eps, bool amsgrad, bool maximize,
                                                         uint64_t* workspaceSize, aclOpExecutor** executor) {
   using namespace ops::adamw;
-  return core::create_executor(kOp, workspaceSize, executor, [&]() -> std::unique_ptr<core::Launch> {
+  // In place: the Ref tensors are inputs and outputs (aclSetInputTensorAddr / aclSetOutputTensorAddr give
+  // them new addresses alike).
+  const core::TensorParams params{{"varRef", "mRef", "vRef", "maxGradNormOptionalRef", "grad", "step"},
+                                  {"varRef", "mRef", "vRef", "maxGradNormOptionalRef"}};
+  return core::create_executor(kOp, params, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) -> std::unique_ptr<core::Launch> {
         core::require_not_null(kOp, "varRef", varRef);
         core::require_not_null(kOp, "mRef", mRef);
         core::require_not_null(kOp, "vRef", vRef);
@@ -76,12 +81,12 @@ extern "C" aclnnStatus aclnnApplyAdamWV2GetWorkspaceSize(aclTensor* varRef, aclT
         core::require_not_null(kOp, "step", step);
         if (amsgrad) core::require_not_null(kOp, "maxGradNormOptionalRef", maxGradNormOptionalRef);
         Slot s;
-        s.t[kParam] = core::view_of(kOp, "varRef", varRef);
-        s.t[kExpAvg] = core::view_of(kOp, "mRef", mRef);
-        s.t[kExpAvgSq] = core::view_of(kOp, "vRef", vRef);
-        s.t[kMaxExpAvgSq] = core::optional_view_of(kOp, "maxGradNormOptionalRef", maxGradNormOptionalRef);
-        s.t[kGrad] = core::view_of(kOp, "grad", grad);
-        s.step = core::view_of(kOp, "step", step);
+        s.t[kParam] = t.view("varRef", varRef);
+        s.t[kExpAvg] = t.view("mRef", mRef);
+        s.t[kExpAvgSq] = t.view("vRef", vRef);
+        s.t[kMaxExpAvgSq] = t.optional_view("maxGradNormOptionalRef", maxGradNormOptionalRef);
+        s.t[kGrad] = t.view("grad", grad);
+        s.step = t.view("step", step);
         const AdamWOptions h{lr, beta1, beta2, weightDecay, eps, amsgrad, maximize};
         return make_launch(s, h);
       });

@@ -19,7 +19,9 @@ constexpr const char* kOp = "aclnnFusedAdamw";
 const Names kNames{kOp,
                    {"paramsRef", "grads", "expAvgsRef", "expAvgSqsRef", "maxExpAvgSqsRef", "modelParams"},
                    "stateSteps",
-                   true};
+                   true,
+                   "gradScaleOptional",
+                   "foundInfOptional"};
 constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
 struct Lists {
@@ -164,21 +166,13 @@ using namespace tilegrad;
 
 namespace {
 
-// The views of a C tensor list (null list: nullptr; null elements: absent views, rejected later).
-struct CList {
+// The views of a C tensor list (null list: none; null elements: absent views, rejected later).
+std::vector<TensorView> views_of(core::ExecutorTensors& tensors, const char* arg, const aclTensorList* list) {
   std::vector<TensorView> views;
-  bool given = false;
-};
-
-CList views_of(const char* arg, const aclTensorList* list) {
-  CList out;
-  if (!list) return out;
-  out.given = true;
-  for (size_t i = 0; i < list->tensors.size(); ++i) {
-    const aclTensor* t = list->tensors[i];
-    out.views.push_back(t ? core::view_of(ops::adamw::kOp, core::concat(arg, "[", i, "]").c_str(), t) : TensorView{});
-  }
-  return out;
+  if (!list) return views;
+  for (size_t i = 0; i < list->tensors.size(); ++i)
+    views.push_back(tensors.optional_view(core::concat(arg, "[", i, "]"), list->tensors[i]));
+  return views;
 }
 
 }  // namespace
@@ -189,7 +183,13 @@ extern "C" aclnnStatus aclnnFusedAdamwGetWorkspaceSize(
     const aclTensor* gradScaleOptional, const aclTensor* foundInfOptional, double lr, double beta1, double beta2,
     double weightDecay, double eps, bool amsgrad, bool maximize, uint64_t* workspaceSize, aclOpExecutor** executor) {
   using namespace ops::adamw;
-  return core::create_executor(kOp, workspaceSize, executor, [&]() -> std::unique_ptr<core::Launch> {
+  // In place: the Ref lists are inputs and outputs (aclSetDynamicInputTensorAddr / ...Output... give them
+  // new addresses alike).
+  const core::TensorParams params{{"paramsRef[]", "grads[]", "expAvgsRef[]", "expAvgSqsRef[]", "maxExpAvgSqsRef[]",
+                                   "stateSteps[]", "gradScaleOptional", "foundInfOptional"},
+                                  {"paramsRef[]", "expAvgsRef[]", "expAvgSqsRef[]", "maxExpAvgSqsRef[]"}};
+  return core::create_executor(kOp, params, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) -> std::unique_ptr<core::Launch> {
     const AdamWOptions h{lr, beta1, beta2, weightDecay, eps, amsgrad, maximize};
     const bool have_max = maxExpAvgSqsRef && !maxExpAvgSqsRef->tensors.empty();
     check_attributes(h, have_max);
@@ -198,12 +198,14 @@ extern "C" aclnnStatus aclnnFusedAdamwGetWorkspaceSize(
     core::require_not_null(kOp, "expAvgsRef", expAvgsRef);
     core::require_not_null(kOp, "expAvgSqsRef", expAvgSqsRef);
     core::require_not_null(kOp, "stateSteps", stateSteps);
-    const CList p = views_of("paramsRef", paramsRef), g = views_of("grads", grads),
-                m = views_of("expAvgsRef", expAvgsRef), v = views_of("expAvgSqsRef", expAvgSqsRef),
-                mx = views_of("maxExpAvgSqsRef", maxExpAvgSqsRef), s = views_of("stateSteps", stateSteps);
-    Lists in{{&p.views, &g.views, &m.views, &v.views, amsgrad && have_max ? &mx.views : nullptr, nullptr}, &s.views};
-    Extras x{absent_if_empty(core::optional_view_of(kOp, "gradScaleOptional", gradScaleOptional)),
-             absent_if_empty(core::optional_view_of(kOp, "foundInfOptional", foundInfOptional))};
+    const std::vector<TensorView> p = views_of(t, "paramsRef", paramsRef), g = views_of(t, "grads", grads),
+                                  m = views_of(t, "expAvgsRef", expAvgsRef),
+                                  v = views_of(t, "expAvgSqsRef", expAvgSqsRef),
+                                  mx = views_of(t, "maxExpAvgSqsRef", maxExpAvgSqsRef),
+                                  s = views_of(t, "stateSteps", stateSteps);
+    Lists in{{&p, &g, &m, &v, amsgrad && have_max ? &mx : nullptr, nullptr}, &s};
+    Extras x{absent_if_empty(t.optional_view("gradScaleOptional", gradScaleOptional)),
+             absent_if_empty(t.optional_view("foundInfOptional", foundInfOptional))};
     return make_launch(in, h, x);
   });
 }

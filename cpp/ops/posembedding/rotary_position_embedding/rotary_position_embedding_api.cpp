@@ -19,6 +19,13 @@ namespace {
 
 constexpr const char* kOp = "aclnnRotaryPositionEmbedding";
 
+// The rules that depend on addresses: out may be x itself (in place), never share memory with cos / sin.
+void check_overlaps(const TensorView& x, const TensorView& cos, const TensorView& sin, const TensorView& out) {
+  core::require_no_partial_overlap(kOp, "out", out, "x", x, true);
+  core::require_no_partial_overlap(kOp, "out", out, "cos", cos, false);
+  core::require_no_partial_overlap(kOp, "out", out, "sin", sin, false);
+}
+
 // In the vendor's order: dtypes (161002), then ranks, mode and shapes (561002), then overlaps
 // (161002). out may be null (the output spec). An empty x skips the cos / sin shape rules (the
 // vendor's document: "not bound by the shape constraints"); the shape returned then carries x's
@@ -47,9 +54,7 @@ RopeShape validate(const TensorView& x, const TensorView& cos, const TensorView&
   if (!out) return s;
   require_rope_output_shape(kOp, "out", *out, "x", x);
   core::require_no_self_overlap(kOp, "out", *out);
-  core::require_no_partial_overlap(kOp, "out", *out, "x", x, true);
-  core::require_no_partial_overlap(kOp, "out", *out, "cos", cos, false);
-  core::require_no_partial_overlap(kOp, "out", *out, "sin", sin, false);
+  check_overlaps(x, cos, sin, *out);
   return s;
 }
 
@@ -57,23 +62,18 @@ class RopeForwardLaunch final : public core::Launch {
  public:
   RopeForwardLaunch(const TensorView& x, const TensorView& cos, const TensorView& sin, int64_t mode,
                     const TensorView& out)
-      : x_(x), cos_(cos), sin_(sin), out_(out) {
-    const RopeShape s = validate(x, cos, sin, mode, &out);
-    const int64_t es = dtype_size(x.dtype);
-    tiling_ = rotary_position_embedding_tiling(s, es, rope_rows_aligned(out), core::Platform::current());
-    // In place in mode 3 (x interleaved, out planar), a row's later pairs would read elements its
-    // earlier stores replaced: such rows go through a copy of x, as do rows with a strided last dim.
-    const bool x_hazard = s.mode == RopeMode::kInterleaveHalf && out.data == x.data;
-    direct_ = x.numel() == 0 || (!x_hazard && rope_inner_contiguous(x) && rope_inner_contiguous(cos) &&
-                                 rope_inner_contiguous(sin) && rope_inner_contiguous(out));
-    if (x.numel() > 0) {
-      args_ = {{s.dims[0], s.dims[1], s.dims[2]}, s.d, rope_operand(x), rope_operand(cos), rope_operand(sin),
-               rope_operand(out)};
-      kernel_ = rope_forward_kernel(tiling_.isa, x.dtype, s.mode, tiling_.streaming_stores && direct_);
-      row_kernel_ = rope_forward_kernel(tiling_.isa, x.dtype, s.mode, false);
-    }
+      : shape_(validate(x, cos, sin, mode, &out)) {
+    tiling_ = rotary_position_embedding_tiling(shape_, dtype_size(x.dtype), rope_rows_aligned(out),
+                                               core::Platform::current());
+    set_addresses(x, cos, sin, out);
     trace_.record(kOp, {{"x", &x}, {"cos", &cos}, {"sin", &sin}, {"out", &out}}, tiling_);
     trace_.field("direct_rows", direct_);
+  }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &x = t["x"], &cos = t["cos"], &sin = t["sin"], &out = t["out"];
+    check_overlaps(x, cos, sin, out);
+    set_addresses(x, cos, sin, out);
   }
 
   void run(void*) override {
@@ -85,6 +85,26 @@ class RopeForwardLaunch final : public core::Launch {
   }
 
  private:
+  // The operands and what their addresses decide: rows go through stack copies when x is out itself
+  // in mode 3 (a row's later pairs would read elements its earlier stores replaced) or a last dim is
+  // strided; non-temporal stores only as planned and where out's rows are 64-byte aligned.
+  void set_addresses(const TensorView& x, const TensorView& cos, const TensorView& sin, const TensorView& out) {
+    x_ = x;
+    cos_ = cos;
+    sin_ = sin;
+    out_ = out;
+    const RopeShape& s = shape_;
+    const bool x_hazard = s.mode == RopeMode::kInterleaveHalf && out.data == x.data;
+    direct_ = x.numel() == 0 || (!x_hazard && rope_inner_contiguous(x) && rope_inner_contiguous(cos) &&
+                                 rope_inner_contiguous(sin) && rope_inner_contiguous(out));
+    if (x.numel() == 0) return;
+    args_ = {{s.dims[0], s.dims[1], s.dims[2]}, s.d, rope_operand(x), rope_operand(cos), rope_operand(sin),
+             rope_operand(out)};
+    const bool streaming = tiling_.streaming_stores && rope_rows_aligned(out);
+    kernel_ = rope_forward_kernel(tiling_.isa, x.dtype, s.mode, streaming && direct_);
+    row_kernel_ = rope_forward_kernel(tiling_.isa, x.dtype, s.mode, false);
+  }
+
   // One row through contiguous stack copies (strided last dims, in-place mode 3).
   void staged_row(int64_t r) {
     RopeRowWalker w(args_.dims, r);
@@ -99,6 +119,7 @@ class RopeForwardLaunch final : public core::Launch {
     stage.flush(3, out_, args_.y.row(w.idx));
   }
 
+  RopeShape shape_;
   TensorView x_, cos_, sin_, out_;
   RotaryPositionEmbeddingTiling tiling_;
   RopeForwardArgs args_;
@@ -130,14 +151,14 @@ using namespace tilegrad;
 extern "C" aclnnStatus aclnnRotaryPositionEmbeddingGetWorkspaceSize(const aclTensor* x, const aclTensor* cos,
                                                                    const aclTensor* sin, int64_t mode, aclTensor* out,
                                                                    uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return core::create_rebindable_executor(ops::kOp, {{"x", "cos", "sin"}, {"out"}}, workspaceSize, executor, [=] {
+  return core::create_executor(ops::kOp, {{"x", "cos", "sin"}, {"out"}}, workspaceSize, executor,
+                               [&](core::ExecutorTensors& t) {
     core::require_not_null(ops::kOp, "x", x);
     core::require_not_null(ops::kOp, "cos", cos);
     core::require_not_null(ops::kOp, "sin", sin);
     core::require_not_null(ops::kOp, "out", out);
-    return std::make_unique<ops::RopeForwardLaunch>(core::view_of(ops::kOp, "x", x), core::view_of(ops::kOp, "cos", cos),
-                                                    core::view_of(ops::kOp, "sin", sin), mode,
-                                                    core::view_of(ops::kOp, "out", out));
+    return std::make_unique<ops::RopeForwardLaunch>(t.view("x", x), t.view("cos", cos), t.view("sin", sin), mode,
+                                                    t.view("out", out));
   });
 }
 

@@ -27,6 +27,27 @@ struct GradArgs {
   const TensorView &dx, &dcos, &dsin;
 };
 
+// Overlaps: dxOut may be dy itself (in place); the outputs share no other memory. with_self: also each
+// output's own elements (strides only; the rest depends on addresses and is checked again when the
+// launch is bound to new ones).
+void check_overlaps(const GradArgs& a, bool with_self) {
+  const std::pair<const char*, const TensorView*> all[] = {{"dy", &a.dy},          {"cos", &a.cos},
+                                                           {"sin", &a.sin},        {"xOptional", &a.x},
+                                                           {"dxOut", &a.dx},       {"dcosOut", &a.dcos},
+                                                           {"dsinOut", &a.dsin}};
+  if (with_self) core::require_no_self_overlap(kOp, "dxOut", a.dx);
+  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "dy", a.dy, true);
+  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "cos", a.cos, false);
+  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "sin", a.sin, false);
+  if (!core::present(a.x)) return;
+  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "xOptional", a.x, false);
+  for (const auto& [name, t] : {std::pair{"dcosOut", &a.dcos}, std::pair{"dsinOut", &a.dsin}}) {
+    if (with_self) core::require_no_self_overlap(kOp, name, *t);
+    for (const auto& [other, u] : all)
+      if (u != t && core::present(*u)) core::require_no_partial_overlap(kOp, name, *t, other, *u, false);
+  }
+}
+
 // In the vendor's order: dtypes (161002), then ranks, mode and shapes (561002), then overlaps
 // (161002). dcos and dsin are required when x is given (161001, as a null aclTensor).
 RopeShape validate(const GradArgs& a) {
@@ -52,49 +73,18 @@ RopeShape validate(const GradArgs& a) {
   require_rope_output_shape(kOp, "dxOut", a.dx, "dy", a.dy);
   if (core::present(a.dcos)) require_rope_output_shape(kOp, "dcosOut", a.dcos, "cos", a.cos);
   if (core::present(a.dsin)) require_rope_output_shape(kOp, "dsinOut", a.dsin, "cos", a.cos);
-
-  core::require_no_self_overlap(kOp, "dxOut", a.dx);
-  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "dy", a.dy, true);
-  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "cos", a.cos, false);
-  core::require_no_partial_overlap(kOp, "dxOut", a.dx, "sin", a.sin, false);
-  if (with_x) {
-    core::require_no_partial_overlap(kOp, "dxOut", a.dx, "xOptional", a.x, false);
-    for (const auto& [name, t] : {std::pair{"dcosOut", &a.dcos}, std::pair{"dsinOut", &a.dsin}}) {
-      core::require_no_self_overlap(kOp, name, *t);
-      for (const auto& [other, u] : all)
-        if (u != t && core::present(*u)) core::require_no_partial_overlap(kOp, name, *t, other, *u, false);
-    }
-  }
+  check_overlaps(a, true);
   return s;
 }
 
 class RopeGradLaunch final : public core::Launch {
  public:
-  explicit RopeGradLaunch(const GradArgs& a)
-      : dy_(a.dy), cos_(a.cos), sin_(a.sin), x_(a.x), dx_(a.dx), dcos_(a.dcos), dsin_(a.dsin) {
+  explicit RopeGradLaunch(const GradArgs& a) : mode_(a.mode) {
     const RopeShape s = validate(a);
-    const bool with_x = core::present(a.x);
     es_ = dtype_size(a.dy.dtype);
-    tiling_ = rotary_position_embedding_grad_tiling(s, es_, with_x, rope_rows_aligned(a.dx), core::Platform::current());
-    // In place in mode 3 (dy planar, dx interleaved) a row's later pairs would read elements its
-    // earlier stores replaced: such rows go through copies, as do rows with a strided last dim.
-    const bool hazard = s.mode == RopeMode::kInterleaveHalf && a.dx.data == a.dy.data;
-    direct_ = !hazard && rope_inner_contiguous(a.dy) && rope_inner_contiguous(a.cos) && rope_inner_contiguous(a.sin) &&
-              rope_inner_contiguous(a.dx) && (!with_x || rope_inner_contiguous(a.x));
-    direct_out_ = !with_x || (rope_inner_contiguous(a.dcos) && rope_inner_contiguous(a.dsin));
-    args_.d = s.d;
-    for (int k = 0; k < 3; ++k) args_.dims[k] = s.dims[k];
-    if (a.dy.numel() > 0) {
-      args_.dy = rope_operand(a.dy);
-      args_.cos = rope_operand(a.cos);
-      args_.sin = rope_operand(a.sin);
-      args_.dx = rope_operand(a.dx);
-      if (with_x) args_.x = rope_operand(a.x);
-    }
-    if (with_x) {
-      dcos_op_ = rope_operand(a.dcos);
-      dsin_op_ = rope_operand(a.dsin);
-    }
+    tiling_ = rotary_position_embedding_grad_tiling(s, es_, core::present(a.x), rope_rows_aligned(a.dx),
+                                                    core::Platform::current());
+    set_addresses(a);
     kernels_ = rope_grad_kernels(tiling_.isa, a.dy.dtype, s.mode);
     trace_.record(kOp,
                   {{"dy", &a.dy}, {"cos", &a.cos}, {"sin", &a.sin}, {"xOptional", &a.x}, {"dxOut", &a.dx},
@@ -105,10 +95,16 @@ class RopeGradLaunch final : public core::Launch {
 
   uint64_t workspace_bytes() const override { return tiling_.workspace_bytes; }
 
+  void bind(const core::Operands& t) override {
+    const GradArgs a{t["dy"], t["cos"], t["sin"], t["xOptional"], mode_, t["dxOut"], t["dcosOut"], t["dsinOut"]};
+    check_overlaps(a, false);
+    set_addresses(a);
+  }
+
   void run(void* workspace) override {
     const RotaryPositionEmbeddingGradTiling& t = tiling_;
     if (!t.with_x) {
-      const RopeGradDxFn dx = t.streaming_stores && direct_ ? kernels_.dx_stream : kernels_.dx;
+      const RopeGradDxFn dx = streaming_ && direct_ ? kernels_.dx_stream : kernels_.dx;
       core::parallel_for(t.tiles.num_tiles, t.tiles.num_tiles, [&](int64_t tile) {
         if (direct_) return dx(args_, t.tiles.begin(tile), t.tiles.end(tile));
         for (int64_t r = t.tiles.begin(tile); r < t.tiles.end(tile); ++r) {
@@ -133,6 +129,34 @@ class RopeGradLaunch final : public core::Launch {
   }
 
  private:
+  // The operands and what their addresses decide: rows go through copies when dx is dy itself in
+  // mode 3 (dy planar, dx interleaved: a row's later pairs would read elements its earlier stores
+  // replaced) or a last dim is strided; non-temporal stores only as planned and where dx's rows are
+  // 64-byte aligned.
+  void set_addresses(const GradArgs& a) {
+    dy_ = a.dy, cos_ = a.cos, sin_ = a.sin, x_ = a.x, dx_ = a.dx, dcos_ = a.dcos, dsin_ = a.dsin;
+    const RopeShape& s = tiling_.shape;
+    const bool with_x = core::present(a.x);
+    const bool hazard = s.mode == RopeMode::kInterleaveHalf && a.dx.data == a.dy.data;
+    direct_ = !hazard && rope_inner_contiguous(a.dy) && rope_inner_contiguous(a.cos) && rope_inner_contiguous(a.sin) &&
+              rope_inner_contiguous(a.dx) && (!with_x || rope_inner_contiguous(a.x));
+    direct_out_ = !with_x || (rope_inner_contiguous(a.dcos) && rope_inner_contiguous(a.dsin));
+    streaming_ = tiling_.streaming_stores && rope_rows_aligned(a.dx);
+    args_.d = s.d;
+    for (int k = 0; k < 3; ++k) args_.dims[k] = s.dims[k];
+    if (a.dy.numel() > 0) {
+      args_.dy = rope_operand(a.dy);
+      args_.cos = rope_operand(a.cos);
+      args_.sin = rope_operand(a.sin);
+      args_.dx = rope_operand(a.dx);
+      if (with_x) args_.x = rope_operand(a.x);
+    }
+    if (with_x) {
+      dcos_op_ = rope_operand(a.dcos);
+      dsin_op_ = rope_operand(a.dsin);
+    }
+  }
+
   // Unit u = (group, block): dx of the block's rows and their fp32 partial of dcos / dsin.
   void run_unit(int64_t u, void* workspace) {
     const RotaryPositionEmbeddingGradTiling& t = tiling_;
@@ -221,12 +245,13 @@ class RopeGradLaunch final : public core::Launch {
     stage.flush(4, dx_, args_.dx.row(idx));
   }
 
+  int64_t mode_;
   TensorView dy_, cos_, sin_, x_, dx_, dcos_, dsin_;
   int64_t es_ = 0;
   RotaryPositionEmbeddingGradTiling tiling_;
   RopeGradArgs args_;
   RopeOperand dcos_op_, dsin_op_;
-  bool direct_ = true, direct_out_ = true;
+  bool direct_ = true, direct_out_ = true, streaming_ = false;
   RopeGradKernels kernels_;
 };
 
@@ -250,8 +275,9 @@ extern "C" aclnnStatus aclnnRotaryPositionEmbeddingGradGetWorkspaceSize(
     const aclTensor* dy, const aclTensor* cos, const aclTensor* sin, const aclTensor* xOptional, int64_t mode,
     const aclTensor* dxOut, const aclTensor* dcosOut, const aclTensor* dsinOut, uint64_t* workspaceSize,
     aclOpExecutor** executor) {
-  return core::create_rebindable_executor(
-      ops::kOp, {{"dy", "cos", "sin", "xOptional"}, {"dxOut", "dcosOut", "dsinOut"}}, workspaceSize, executor, [=] {
+  return core::create_executor(
+      ops::kOp, {{"dy", "cos", "sin", "xOptional"}, {"dxOut", "dcosOut", "dsinOut"}}, workspaceSize, executor,
+      [&](core::ExecutorTensors& t) {
         // Every output is required (the vendor's document), even when xOptional is null and dcosOut /
         // dsinOut are then left untouched.
         core::require_not_null(ops::kOp, "dy", dy);
@@ -260,13 +286,13 @@ extern "C" aclnnStatus aclnnRotaryPositionEmbeddingGradGetWorkspaceSize(
         core::require_not_null(ops::kOp, "dxOut", dxOut);
         core::require_not_null(ops::kOp, "dcosOut", dcosOut);
         core::require_not_null(ops::kOp, "dsinOut", dsinOut);
-        const TensorView vdy = core::view_of(ops::kOp, "dy", dy);
-        const TensorView vcos = core::view_of(ops::kOp, "cos", cos);
-        const TensorView vsin = core::view_of(ops::kOp, "sin", sin);
-        const TensorView vx = core::optional_view_of(ops::kOp, "xOptional", xOptional);
-        const TensorView vdx = core::view_of(ops::kOp, "dxOut", dxOut);
-        const TensorView vdcos = core::view_of(ops::kOp, "dcosOut", dcosOut);
-        const TensorView vdsin = core::view_of(ops::kOp, "dsinOut", dsinOut);
+        const TensorView vdy = t.view("dy", dy);
+        const TensorView vcos = t.view("cos", cos);
+        const TensorView vsin = t.view("sin", sin);
+        const TensorView vx = t.optional_view("xOptional", xOptional);
+        const TensorView vdx = t.view("dxOut", dxOut);
+        const TensorView vdcos = t.view("dcosOut", dcosOut);
+        const TensorView vdsin = t.view("dsinOut", dsinOut);
         return std::make_unique<ops::RopeGradLaunch>(ops::GradArgs{vdy, vcos, vsin, vx, mode, vdx, vdcos, vdsin});
       });
 }
