@@ -23,6 +23,8 @@ struct Heads {
   char* row(int64_t b, int64_t n, int64_t s) const {
     return data + (b * sb + n * sn + s * ss) * dtype_size(dtype);
   }
+  // The same heads at the new address of their tensor's data.
+  void bind(void* new_data) { data = static_cast<char*>(new_data); }
 };
 
 struct Geometry {
@@ -45,6 +47,11 @@ struct ExplicitMask {
   const uint8_t* data = nullptr;
   int64_t sb = 0, sn = 0, si = 0, sj = 0;
   bool masked(int64_t b, int64_t n, int64_t i, int64_t j) const { return data[b * sb + n * sn + i * si + j * sj] != 0; }
+  // The same mask at the new address of attenMask's data; a mask the plan has none of (no attenMask,
+  // or a mode that ignores it) stays absent.
+  void bind(const void* new_data) {
+    if (data != nullptr) data = static_cast<const uint8_t*>(new_data);
+  }
 };
 
 struct Problem {

@@ -31,6 +31,13 @@ FlashAttentionShape shape_of(const fa::Geometry& g) {
   return {g.batch, g.heads, g.kv_heads, g.q_len, g.kv_len, g.head_dim, g.value_dim};
 }
 
+// The rules that depend on addresses: no output shares memory with an input or another output.
+void check_overlaps(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& atten_mask,
+                    const TensorView& smax, const TensorView& ssum, const TensorView& out) {
+  fa::check_outputs_apart(kOp, {{"softmaxMaxOut", &smax}, {"softmaxSumOut", &ssum}, {"attentionOutOut", &out}},
+                          {{"query", &q}, {"key", &k}, {"value", &v}, {"attenMaskOptional", &atten_mask}});
+}
+
 fa::Problem validate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& pse,
                      const TensorView& drop_mask, const TensorView& atten_mask, const FlashAttentionOptions& o,
                      const TensorView& smax, const TensorView& ssum, const TensorView& out) {
@@ -42,8 +49,7 @@ fa::Problem validate(const TensorView& q, const TensorView& k, const TensorView&
   core::require_shape(kOp, "attentionOutOut", out, fa::layout_shape(g, g.q_len, g.heads, g.value_dim),
                       "query's shape with value's head dim");
   const fa::Problem p = fa::check_problem(kOp, g, pse, drop_mask, atten_mask, o);
-  fa::check_outputs_apart(kOp, {{"softmaxMaxOut", &smax}, {"softmaxSumOut", &ssum}, {"attentionOutOut", &out}},
-                          {{"query", &q}, {"key", &k}, {"value", &v}, {"attenMaskOptional", &atten_mask}});
+  check_overlaps(q, k, v, atten_mask, smax, ssum, out);
   return p;
 }
 
@@ -67,6 +73,18 @@ class FlashAttentionLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &q = t["query"], &k = t["key"], &v = t["value"], &mask = t["attenMaskOptional"];
+    const TensorView &smax = t["softmaxMaxOut"], &ssum = t["softmaxSumOut"], &out = t["attentionOutOut"];
+    check_overlaps(q, k, v, mask, smax, ssum, out);
+    q_.bind(q.data);
+    k_.bind(k.data);
+    v_.bind(v.data);
+    out_.bind(out.data);
+    p_.mask.bind(mask.data);
+    t.bind({{"softmaxMaxOut", &smax_}, {"softmaxSumOut", &ssum_}});
+  }
 
   void run(void* workspace) override {
     const FlashAttentionTiling& t = tiling_;
@@ -182,11 +200,11 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
   const bool has_layout = inputLayout != nullptr;
   const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
                                                          inputLayout, innerPrecise, sparseMode);
-  return core::create_rebindable_executor(
+  return core::create_executor(
       op,
       {{"query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional", "attenMaskOptional"},
        {"softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut"}},
-      workspaceSize, executor, [=] {
+      workspaceSize, executor, [&](core::ExecutorTensors& t) {
         core::require_not_null(op, "query", query);
         core::require_not_null(op, "key", key);
         core::require_not_null(op, "value", value);
@@ -194,16 +212,15 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
         core::require_not_null(op, "softmaxMaxOut", softmaxMaxOut);
         core::require_not_null(op, "softmaxSumOut", softmaxSumOut);
         core::require_not_null(op, "attentionOutOut", attentionOutOut);
-        const TensorView q = core::view_of(op, "query", query), k = core::view_of(op, "key", key),
-                         v = core::view_of(op, "value", value);
-        const TensorView pse = core::optional_view_of(op, "realShiftOptional", realShiftOptional);
-        const TensorView drop = core::optional_view_of(op, "dropMaskOptional", dropMaskOptional);
-        core::optional_view_of(op, "paddingMaskOptional", paddingMaskOptional);  // reserved: never read
-        const TensorView mask = core::optional_view_of(op, "attenMaskOptional", attenMaskOptional);
-        const TensorView smax = core::view_of(op, "softmaxMaxOut", softmaxMaxOut);
-        const TensorView ssum = core::view_of(op, "softmaxSumOut", softmaxSumOut);
-        core::optional_view_of(op, "softmaxOutOut", softmaxOutOut);  // reserved: never written
-        const TensorView out = core::view_of(op, "attentionOutOut", attentionOutOut);
+        const TensorView q = t.view("query", query), k = t.view("key", key), v = t.view("value", value);
+        const TensorView pse = t.optional_view("realShiftOptional", realShiftOptional);
+        const TensorView drop = t.optional_view("dropMaskOptional", dropMaskOptional);
+        t.optional_view("paddingMaskOptional", paddingMaskOptional);  // reserved: never read
+        const TensorView mask = t.optional_view("attenMaskOptional", attenMaskOptional);
+        const TensorView smax = t.view("softmaxMaxOut", softmaxMaxOut);
+        const TensorView ssum = t.view("softmaxSumOut", softmaxSumOut);
+        t.optional_view("softmaxOutOut", softmaxOutOut);  // reserved: never written
+        const TensorView out = t.view("attentionOutOut", attentionOutOut);
         return std::make_unique<ops::FlashAttentionLaunch>(q, k, v, pse, drop, mask, o, smax, ssum, out);
       });
 }

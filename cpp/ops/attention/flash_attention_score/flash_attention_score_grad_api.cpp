@@ -31,6 +31,14 @@ struct GradTensors {
   const TensorView &q, &k, &v, &dy, &smax, &ssum, &attn_in, &mask, &dq, &dk, &dv;
 };
 
+// The rules that depend on addresses: no gradient shares memory with an input or another gradient.
+void check_overlaps(const GradTensors& t) {
+  fa::check_outputs_apart(kOp, {{"dqOut", &t.dq}, {"dkOut", &t.dk}, {"dvOut", &t.dv}},
+                          {{"query", &t.q}, {"keyIn", &t.k}, {"value", &t.v}, {"dy", &t.dy},
+                           {"softmaxMaxOptional", &t.smax}, {"softmaxSumOptional", &t.ssum},
+                           {"attentionInOptional", &t.attn_in}, {"attenMaskOptional", &t.mask}});
+}
+
 fa::Problem validate(const GradTensors& t, const TensorView& pse, const TensorView& drop_mask,
                      const FlashAttentionOptions& o) {
   const fa::Geometry g = fa::check_inputs(kOp, t.q, t.k, t.v, o);
@@ -52,10 +60,7 @@ fa::Problem validate(const GradTensors& t, const TensorView& pse, const TensorVi
     core::require_shape(kOp, outs[i].first, *outs[i].second, like[i]->shape, like_names[i]);
   }
   const fa::Problem p = fa::check_problem(kOp, g, pse, drop_mask, t.mask, o);
-  fa::check_outputs_apart(kOp, {{"dqOut", &t.dq}, {"dkOut", &t.dk}, {"dvOut", &t.dv}},
-                          {{"query", &t.q}, {"keyIn", &t.k}, {"value", &t.v}, {"dy", &t.dy},
-                           {"softmaxMaxOptional", &t.smax}, {"softmaxSumOptional", &t.ssum},
-                           {"attentionInOptional", &t.attn_in}, {"attenMaskOptional", &t.mask}});
+  check_overlaps(t);
   return p;
 }
 
@@ -85,6 +90,23 @@ class FlashAttentionGradLaunch final : public core::Launch {
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& operands) override {
+    const auto& o = operands;
+    const GradTensors t{o["query"], o["keyIn"], o["value"], o["dy"], o["softmaxMaxOptional"], o["softmaxSumOptional"],
+                        o["attentionInOptional"], o["attenMaskOptional"], o["dqOut"], o["dkOut"], o["dvOut"]};
+    check_overlaps(t);
+    q_.bind(t.q.data);
+    k_.bind(t.k.data);
+    v_.bind(t.v.data);
+    dy_.bind(t.dy.data);
+    attn_in_.bind(t.attn_in.data);
+    dq_.bind(t.dq.data);
+    dk_.bind(t.dk.data);
+    dv_.bind(t.dv.data);
+    p_.mask.bind(t.mask.data);
+    operands.bind({{"softmaxMaxOptional", &smax_}, {"softmaxSumOptional", &ssum_}});
+  }
 
   void run(void* workspace) override {
     const FlashAttentionTiling& t = tiling_;
@@ -256,12 +278,12 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
   const bool has_layout = inputLayout != nullptr;
   const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
                                                          inputLayout, innerPrecise, sparseMode);
-  return core::create_rebindable_executor(
+  return core::create_executor(
       op,
       {{"query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
         "attenMaskOptional", "softmaxMaxOptional", "softmaxSumOptional", "softmaxInOptional", "attentionInOptional"},
        {"dqOut", "dkOut", "dvOut", "dpseOut"}},
-      workspaceSize, executor, [=] {
+      workspaceSize, executor, [&](core::ExecutorTensors& ts) {
         // The vendor reads softmaxMax / softmaxSum / attentionIn despite "Optional": they are required.
         const char* required[] = {"query", "keyIn", "value", "dy", "softmaxMaxOptional", "softmaxSumOptional",
                                   "attentionInOptional", "dqOut", "dkOut", "dvOut"};
@@ -269,19 +291,18 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
                                     attentionInOptional, dqOut, dkOut, dvOut};
         for (int i = 0; i < 10; ++i) core::require_not_null(op, required[i], given[i]);
         core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
-        const TensorView q = core::view_of(op, "query", query), k = core::view_of(op, "keyIn", keyIn),
-                         v = core::view_of(op, "value", value), dyv = core::view_of(op, "dy", dy);
-        const TensorView pse = core::optional_view_of(op, "pseShiftOptional", pseShiftOptional);
-        const TensorView drop = core::optional_view_of(op, "dropMaskOptional", dropMaskOptional);
-        core::optional_view_of(op, "paddingMaskOptional", paddingMaskOptional);  // reserved: never read
-        const TensorView mask = core::optional_view_of(op, "attenMaskOptional", attenMaskOptional);
-        const TensorView smax = core::view_of(op, "softmaxMaxOptional", softmaxMaxOptional);
-        const TensorView ssum = core::view_of(op, "softmaxSumOptional", softmaxSumOptional);
-        core::optional_view_of(op, "softmaxInOptional", softmaxInOptional);  // reserved: never read
-        const TensorView attn = core::view_of(op, "attentionInOptional", attentionInOptional);
-        const TensorView dqv = core::view_of(op, "dqOut", dqOut), dkv = core::view_of(op, "dkOut", dkOut),
-                         dvv = core::view_of(op, "dvOut", dvOut);
-        core::optional_view_of(op, "dpseOut", dpseOut);  // pse is refused, so dpse is never written
+        const TensorView q = ts.view("query", query), k = ts.view("keyIn", keyIn), v = ts.view("value", value),
+                         dyv = ts.view("dy", dy);
+        const TensorView pse = ts.optional_view("pseShiftOptional", pseShiftOptional);
+        const TensorView drop = ts.optional_view("dropMaskOptional", dropMaskOptional);
+        ts.optional_view("paddingMaskOptional", paddingMaskOptional);  // reserved: never read
+        const TensorView mask = ts.optional_view("attenMaskOptional", attenMaskOptional);
+        const TensorView smax = ts.view("softmaxMaxOptional", softmaxMaxOptional);
+        const TensorView ssum = ts.view("softmaxSumOptional", softmaxSumOptional);
+        ts.optional_view("softmaxInOptional", softmaxInOptional);  // reserved: never read
+        const TensorView attn = ts.view("attentionInOptional", attentionInOptional);
+        const TensorView dqv = ts.view("dqOut", dqOut), dkv = ts.view("dkOut", dkOut), dvv = ts.view("dvOut", dvOut);
+        ts.optional_view("dpseOut", dpseOut);  // pse is refused, so dpse is never written
         const ops::GradTensors t{q, k, v, dyv, smax, ssum, attn, mask, dqv, dkv, dvv};
         return std::make_unique<ops::FlashAttentionGradLaunch>(t, pse, drop, o);
       });
