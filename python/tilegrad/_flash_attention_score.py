@@ -88,8 +88,7 @@ def flash_attention_score_grad(query: np.ndarray, key: np.ndarray, value: np.nda
     ``F.scaled_dot_product_attention``.
 
     Args:
-        query, key, value, head_num, input_layout, atten_mask, scale_value, keep_prob, pre_tokens,
-            next_tokens, inner_precise, sparse_mode: as given to the forward.
+        query, key, value, head_num, input_layout, atten_mask, scale_value, keep_prob, pre_tokens, next_tokens, inner_precise, sparse_mode: as given to the forward.
         dy: gradient of ``attention_out`` (its shape and dtype).
         softmax_max, softmax_sum, attention_out: the forward's outputs (lane 0 of the statistics is read).
         dq_out, dk_out, dv_out: optional outputs of the shapes and dtype of ``query``, ``key``, ``value``.
