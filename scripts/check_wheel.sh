@@ -80,7 +80,7 @@ fi
 step "C++ route: examples/cpp with find_package(tilegrad) from the installed wheel"
 # pyproject: the version's source; docs + scripts: the drop-in symbol table the tests check; README,
 # CHANGELOG and docs: the snippets tests/test_docs.py runs against the installed wheel
-cp -r "$root/examples" "$root/tests" "$root/scripts" "$root/pyproject.toml" "$root/README.md" "$root/CHANGELOG.md" \
+cp -r "$root/examples" "$root/benchmarks" "$root/tests" "$root/scripts" "$root/pyproject.toml" "$root/README.md" "$root/CHANGELOG.md" \
   "$root/docs" "$work/"
 cmake_dir=$(cd "$work" && "$vpython" -m tilegrad --cmake-dir)
 [[ "$cmake_dir" == "$venv/"* ]] || { echo "FAIL: cmake dir $cmake_dir is not the wheel's"; exit 1; }
