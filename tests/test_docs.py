@@ -249,4 +249,6 @@ def test_specification_citations_name_existing_sections():
             cited += 1
         for outside in ("SEMANTICS", "research/", "ops-nn-wave3", "perf-anchors"):
             assert outside not in text, f"{path.relative_to(ROOT)} cites {outside}: cite docs/specification.md"
-    assert cited >= 30
+    # The C++ and package sources hold most citations; the installed-wheel check copies only tests/,
+    # scripts/, benchmarks/ and examples/ beside the docs.
+    assert cited >= (30 if (ROOT / "cpp").is_dir() else 10)
