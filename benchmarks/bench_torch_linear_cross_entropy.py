@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import tilegrad.torch as tgt
-from tilegrad.torch import _linear_cross_entropy as LCE
+from tilegrad.torch._eager import CROSSOVER
 
 
 def _tilegrad(x, w, t):
@@ -96,20 +96,20 @@ def memory(args):
 
 
 def small(args):
-    saved = LCE.CROSSOVER_MACS
+    saved = CROSSOVER["linear_cross_entropy"]
     for bt, h, v in ((4, 8, 16), (16, 32, 64), (32, 64, 128), (64, 64, 256), (64, 128, 512), (128, 128, 1024)):
         x, w, t = _problem(bt, h, v, torch.float32)
         best = {}
         for label, crossover in (("torch", None), ("tilegrad kernel", 0)):
             fn = _torch if crossover is None else _tilegrad
-            LCE.CROSSOVER_MACS = 0 if crossover == 0 else saved
+            CROSSOVER["linear_cross_entropy"] = {} if crossover == 0 else saved
             times = []
             for _ in range(args.reps * 100):
                 start = time.perf_counter()
                 fn(x, w, t).backward()
                 times.append(time.perf_counter() - start)
             best[label] = min(times)
-        LCE.CROSSOVER_MACS = saved
+        CROSSOVER["linear_cross_entropy"] = saved
         print(f"small BT={bt} H={h} V={v} ({bt * h * v} MACs): torch {best['torch'] * 1e6:.0f} us, tilegrad kernel "
               f"{best['tilegrad kernel'] * 1e6:.0f} us (+{(best['tilegrad kernel'] - best['torch']) * 1e6:.0f} us)",
               flush=True)

@@ -21,7 +21,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_lm.py"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SCRIPT, DISTRIBUTED_SCRIPT = EXAMPLES / "train_lm.py", EXAMPLES / "train_lm_distributed.py"
+# --quick: a model that trains in seconds (train_lm.py's flags)
+QUICK_MODEL = ["--context", "64", "--dim", "64", "--layers", "2", "--heads", "2", "--ffn-dim", "176", "--vocab", "512",
+               "--eval-interval", "10", "--eval-batches", "2"]
 CONTENDERS = ("1 process x 2 threads", "2 processes x 1 thread, --parallel data",
               "2 processes x 1 thread, --parallel vocab")
 
@@ -33,12 +37,12 @@ def free_port() -> int:
 
 
 def command(contender: str, flags: List[str], out: Path) -> List[str]:
-    common = [str(SCRIPT), *flags, "--out", str(out), "--sample-tokens", "0"]
+    common = [*flags, "--out", str(out), "--sample-tokens", "0"]
     if contender == CONTENDERS[0]:
-        return [sys.executable, *common, "--threads", "2"]
+        return [sys.executable, str(SCRIPT), *common, "--threads", "2"]
     mode = "vocab" if "vocab" in contender else "data"
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-            "--master-port", str(free_port()), *common, "--threads", "1", "--parallel", mode]
+            "--master-port", str(free_port()), str(DISTRIBUTED_SCRIPT), *common, "--threads", "1", "--parallel", mode]
 
 
 def run(contender: str, flags: List[str], out: Path) -> Dict:
@@ -58,10 +62,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="train_lm's tiny model (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="a tiny model (a smoke run)")
     ap.add_argument("flags", nargs="*", help="more train_lm.py flags (after --)")
     args = ap.parse_args()
-    flags = ["--steps", str(args.steps), *(["--quick"] if args.quick else []), *args.flags]
+    flags = ["--steps", str(args.steps), *(QUICK_MODEL if args.quick else []), *args.flags]
     print(f"load average at start: {load()}", flush=True)
     results: Dict[str, List[Dict]] = {c: [] for c in CONTENDERS}
     with tempfile.TemporaryDirectory() as tmp:

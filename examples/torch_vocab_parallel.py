@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from tilegrad.torch.distributed import vocab_parallel_cross_entropy
+from tilegrad.torch.distributed import run_then_exit, vocab_parallel_cross_entropy
 
 
 class TinyLM(torch.nn.Module):
@@ -107,6 +107,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     # gloo's static destructors can end a finished rank in std::terminate: leave with os._exit once
-    # the exit handlers have run (the same helper train_lm uses under torchrun)
-    from train_lm_distributed import run_then_exit
+    # the exit handlers have run
     run_then_exit(lambda: sys.exit(main()))

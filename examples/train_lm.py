@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Train a small language model on the CPU with tilegrad, side by side with plain PyTorch.
+"""Train a small language model on the CPU with tilegrad (or, to compare, with plain PyTorch).
 
-    python examples/train_lm.py                 # tilegrad path; 500 steps, ~5-8 minutes on 2 cores, no download
+    python examples/train_lm.py                 # tilegrad path; 500 steps, ~1.5 minutes on 2 idle cores, no download
     python examples/train_lm.py --baseline      # the same model with PyTorch's own ops
-    python examples/train_lm.py --compare       # both from the same seed: loss.png + summary table
-    python examples/train_lm.py --compare --filter   # tilegrad with bounded gradient filtering vs exact
+    python examples/train_lm.py --resume runs/train_lm --steps 1000   # continue a run, for longer
+
+Both paths side by side from the same seed (loss.png and a table): benchmarks/bench_train_lm.py.
+Several processes (torchrun): train_lm_distributed.py.
 
 The model is a Llama-style decoder-only transformer written once in plain PyTorch (token embedding,
 rotary position embedding, RMSNorm, causal attention through ``scaled_dot_product_attention``, SwiGLU
@@ -34,6 +36,14 @@ see the README); the log records per step the share of logits-gradient blocks sk
 ``--out DIR`` gets ``log.jsonl`` (one JSON record per step and per validation), ``summary.json`` and
 ``checkpoint.pt``; ``--resume DIR`` continues from that checkpoint with the same losses as an
 uninterrupted run (batches depend only on the seed and the step). Ctrl-C saves a checkpoint first.
+A folder that already holds a run is never replaced silently: continue it with ``--resume DIR``, start
+over with ``--overwrite``, or pick a new ``--out``. A resumed run keeps the checkpoint's model, data and
+path; of the flags typed with ``--resume`` only those in RESUMABLE may differ from the checkpoint's
+(--steps and --lr reshape the learning-rate schedule from the next step on), any other that differs
+is refused; a text whose tokens changed since is warned about (refused if the model no longer fits). A loss that stops being finite (usually: --lr too high) stops the run without saving.
+
+Mistakes on the command line are refused before anything is written, with one line naming the flag,
+its value and what to do, and exit status 2 (as argparse's own errors); a diverged run exits with 1.
 """
 
 import argparse
@@ -44,7 +54,6 @@ import math
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import sysconfig
 import time
@@ -57,23 +66,34 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import train_lm_distributed as distributed  # torchrun: data parallel and the vocab-parallel LM head
-
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
 SUMMARY = "summary.json"
-PATHS = ("tilegrad", "pytorch")  # --compare's two runs, in this order (the first against the second)
-FILTER_PATHS = ("filtered", "tilegrad")  # --compare --filter's: bounded filtering against exact tilegrad
 FILTER_TAU = 2.0 ** -8  # --filter's default tolerance: bf16's unit roundoff
 
-# Defaults, and what --quick changes (any flag given on the command line wins over both).
+# Defaults (a flag given on the command line wins).
 DEFAULTS = dict(steps=500, batch_size=8, lr=3e-3, context=128, dim=192, layers=4, heads=4, ffn_dim=512,
                 vocab=8192, eval_interval=50, eval_batches=6, sample_tokens=120, seed=0, dtype="float32",
-                param_dtype="float32", timing_rounds=10, tie=1)
-QUICK = dict(steps=30, batch_size=8, context=64, dim=64, layers=2, heads=2, ffn_dim=176, vocab=512,
-             eval_interval=10, eval_batches=2, sample_tokens=24, timing_rounds=3, threads=1)
-# Options a resumed run may change; everything else comes from the checkpoint.
-RESUMABLE = ("steps", "threads", "sample_tokens")
+                param_dtype="float32", tie=1)
+# Options a resumed run may change (how long, how fast, how it reports and where it caches); everything
+# else (model, data, batches, dtypes, path) comes from the checkpoint, and a typed value that differs
+# from it is refused. --steps and --lr make the schedule follow the new values from the next step on
+# (useful after a divergence), so the losses then differ from an uninterrupted run's.
+RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir", "parallel",
+             "dist_timeout")  # (the last two: train_lm_distributed.py's)
+# Typed with --resume, these say how to resume rather than what the run is: never compared.
+RESUME_CONTROLS = ("resume", "out")
+UNSET = object()  # parse_args: an option the command line did not give
+MAX_VOCAB = 2 ** 20
+
+
+class UsageError(SystemExit):
+    """A mistake on the command line: exit status 2 (argparse's), str() is the one-line message, which
+    main() prints."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.code = 2
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,19 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     run = p.add_argument_group("what to run")
     run.add_argument("--baseline", action="store_true", help="PyTorch's own ops instead of tilegrad")
-    run.add_argument("--compare", action="store_true",
-                     help="train both paths from the same seed (one fresh process each), write loss.png "
-                          "and a summary table")
     run.add_argument("--filter", type=float, nargs="?", const=FILTER_TAU, default=None, metavar="TAU",
                      help="tilegrad path: error-bounded gradient filtering in the LM head at tolerance TAU "
-                          "(default 2^-8); with --compare: filtered against exact tilegrad")
-    run.add_argument("--quick", action="store_true", help="a tiny model for a few seconds (tests, smoke)")
+                          "(default 2^-8)")
     run.add_argument("--out", type=Path, default=None,
-                     help="output directory (default: runs/train_lm, or runs/train_lm_quick with --quick)")
+                     help="output directory (default: runs/train_lm)")
     run.add_argument("--resume", type=Path, default=None, metavar="DIR",
                      help="continue the run saved in DIR (its checkpoint.pt); results go to DIR")
-    run.add_argument("--stop-at", type=int, default=None, metavar="STEP",
-                     help="stop after STEP steps and save a checkpoint, exactly as Ctrl-C would")
+    run.add_argument("--overwrite", action="store_true",
+                     help="start over in an --out folder that holds a run (its files are replaced)")
     train = p.add_argument_group("training")
     train.add_argument("--steps", type=int, help=f"optimizer steps (default {DEFAULTS['steps']})")
     train.add_argument("--batch-size", type=int, help=f"sequences per step (default {DEFAULTS['batch_size']})")
@@ -108,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dtype of the parameters themselves (default float32); bfloat16: the tilegrad "
                             "path's AdamW keeps fp32 master weights, the baseline is torch's bf16 AdamW")
     train.add_argument("--threads", type=int,
-                       help="torch (and so tilegrad) threads (default: torch's; 1 with --quick)")
+                       help="torch (and so tilegrad) threads (default: torch's; a tiny model is fastest on 1)")
     train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default 0)")
     train.add_argument("--eval-interval", type=int, help="steps between validations (default 50)")
     train.add_argument("--eval-batches", type=int, help="validation batches per evaluation (default 6)")
@@ -129,52 +145,108 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--cache-dir", type=Path, default=None,
                        help="tokenizer cache (default: $XDG_CACHE_HOME or ~/.cache, then tilegrad/train_lm)")
     model.add_argument("--sample-tokens", type=int, help="tokens generated at the end (default 120)")
-    run.add_argument("--timing-rounds", type=int,
-                     help="--compare: rounds of alternating tilegrad / PyTorch steps timed in one process "
-                          "(default 10)")
-    distributed.add_arguments(p)
     return p
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parses argv and fills every option left unset from --quick's values, then the defaults."""
-    args = build_parser().parse_args(argv)
-    args.given = sorted(k for k in (*DEFAULTS, "threads") if getattr(args, k) is not None)
-    # --quick: one thread, as a model this small spends more on waking threads than on arithmetic
-    for key, value in {**DEFAULTS, **(QUICK if args.quick else {})}.items():
+def parse_args(argv: Optional[Sequence[str]] = None,
+               parser: Optional[argparse.ArgumentParser] = None) -> argparse.Namespace:
+    """Parses argv (with build_parser(), or a parser extending it) and fills every option left unset
+    from DEFAULTS; args.given lists the options typed on the command line (argparse's defaults are not)."""
+    parser = parser or build_parser()
+    parser_defaults = vars(parser.parse_args([]))
+    # argparse leaves an option the namespace already holds alone unless it is typed
+    args = parser.parse_args(argv, argparse.Namespace(**dict.fromkeys(parser_defaults, UNSET)))
+    args.given = sorted(k for k, v in vars(args).items() if v is not UNSET)
+    for key, value in parser_defaults.items():
+        if getattr(args, key) is UNSET:
+            setattr(args, key, value)
+    for key, value in DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.out is None:
-        args.out = args.resume or Path("runs") / ("train_lm_quick" if args.quick else "train_lm")
+        args.out = args.resume or Path("runs") / "train_lm"
     check_args(args)
     return args
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Rejects values that cannot work, naming the flag and the value."""
+    """Rejects values that cannot work, naming the flag, the value and what to do (UsageError)."""
     positive = ("steps", "batch_size", "context", "dim", "layers", "heads", "ffn_dim", "eval_interval",
-                "eval_batches", "timing_rounds")
+                "eval_batches")
     for name in positive:
         if getattr(args, name) < 1:
-            raise SystemExit(f"train_lm: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            raise UsageError(f"train_lm: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.dim % args.heads:
-        raise SystemExit(f"train_lm: --dim must be a multiple of --heads ({args.heads}), got {args.dim}")
+        raise UsageError(f"train_lm: --dim must be a multiple of --heads ({args.heads}), got {args.dim}")
+    if args.dim // args.heads % 2:
+        # the rotary embedding turns pairs of features: each head needs an even width
+        raise UsageError(f"train_lm: --dim / --heads must give an even head dimension, got --dim {args.dim} / "
+                         f"--heads {args.heads} = {args.dim // args.heads}: make --dim a multiple of "
+                         f"{2 * args.heads} (e.g. --dim {(args.dim // (2 * args.heads) + 1) * 2 * args.heads})")
     if args.vocab < 260:
-        raise SystemExit(f"train_lm: --vocab must be >= 260 (256 bytes + specials), got {args.vocab}")
-    if not args.lr > 0:
-        raise SystemExit(f"train_lm: --lr must be > 0, got {args.lr}")
+        raise UsageError(f"train_lm: --vocab must be >= 260 (256 bytes + specials), got {args.vocab}")
+    if args.vocab > MAX_VOCAB:
+        # the BPE trainer reserves memory for the vocabulary asked for (gigabytes near 10^9)
+        raise UsageError(f"train_lm: --vocab must be <= {MAX_VOCAB}, got {args.vocab}: a larger vocabulary "
+                         "than the text supports only costs memory")
+    if not 0 <= args.seed < 2 ** 32:
+        raise UsageError(f"train_lm: --seed must be in [0, 2^32), got {args.seed}")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        raise UsageError(f"train_lm: --lr must be a finite number > 0, got {args.lr}")
     if args.threads is not None and args.threads < 1:
-        raise SystemExit(f"train_lm: --threads must be >= 1, got {args.threads}")
+        raise UsageError(f"train_lm: --threads must be >= 1, got {args.threads}")
     if args.filter is not None and not 0.0 < args.filter < 1.0:
-        raise SystemExit(f"train_lm: --filter TAU must be in (0, 1), got {args.filter}")
+        raise UsageError(f"train_lm: --filter TAU must be in (0, 1), got {args.filter}")
     if args.filter is not None and args.baseline:
-        raise SystemExit("train_lm: --filter applies to the tilegrad path; --baseline trains PyTorch's own ops")
-    if args.compare and (args.baseline or args.resume):
-        first, second = compared_paths(args)
-        raise SystemExit("train_lm: --compare runs both paths itself; resume one of them with "
-                         f"--resume OUT/{first} or --resume OUT/{second}")
-    if args.text is not None and not args.text.is_file():
-        raise SystemExit(f"train_lm: --text must be a readable file, got {args.text}")
+        raise UsageError("train_lm: --filter applies to the tilegrad path; --baseline trains PyTorch's own ops")
+    check_resume_flags(args)
+    if args.resume is None:
+        check_folder("--out", args.out)
+    check_folder("--cache-dir", args.cache_dir or default_cache_dir())
+    if args.text is not None:
+        read_text_file(args.text)
+
+
+def check_resume_flags(args: argparse.Namespace) -> None:
+    """--resume continues a run in its own folder: --overwrite (start over) and another --out contradict it."""
+    if args.resume is None:
+        return
+    if args.overwrite:
+        raise UsageError(f"train_lm: --overwrite starts a new run, --resume {args.resume} continues one: "
+                         "give one of them")
+    if args.out.resolve() != args.resume.resolve():
+        raise UsageError(f"train_lm: --resume {args.resume} writes into {args.resume}, got --out {args.out}: "
+                         f"drop --out (or copy the folder to {args.out} and resume that)")
+
+
+def check_folder(flag: str, folder: Path) -> None:
+    """A folder the run creates or writes into: refused when it, or a folder above it, is a file."""
+    for part in (folder, *folder.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise UsageError(f"train_lm: {flag} must name a folder, got {folder}, and {part} is a file: "
+                                 "name a folder (it is created if missing)")
+            return
+
+
+def read_text_file(path: Path) -> str:
+    """--text's contents, decoded as UTF-8; a missing, binary or otherwise encoded file is refused naming
+    the file and, for a decoding error, the byte, its offset and its line."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"train_lm: --text must be a readable file, got {path} ({error.strerror})") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise UsageError(f"train_lm: --text {path} is binary (a NUL byte at offset {nul}), not text: "
+                         "give a UTF-8 text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise UsageError(f"train_lm: --text {path} is not UTF-8: byte 0x{data[error.start]:02x} at offset "
+                         f"{error.start} (line {line}) is {error.reason}; convert the file to UTF-8, e.g. "
+                         f"iconv -f latin1 -t utf-8 {path} > {path}.utf8") from None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -187,7 +259,7 @@ def load_documents(path: Optional[Path], corpus: str = "pydoc") -> List[str]:
     "stdlib" = the standard library's top-level modules (~170 .py files, ~4.7M characters), large
     enough for a 32k vocabulary."""
     if path is not None:
-        return [path.read_text(encoding="utf-8")]
+        return [read_text_file(path)]
     if corpus == "stdlib":
         lib = Path(sysconfig.get_paths()["stdlib"])
         return [f.read_text(encoding="utf-8", errors="replace") for f in sorted(lib.glob("*.py"))]
@@ -309,8 +381,9 @@ class TorchOps:
 
     @staticmethod
     def lm_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Mean cross entropy of the LM head: builds the whole (tokens, vocab) logits."""
-        return F.cross_entropy(F.linear(hidden, weight), target)
+        """Mean cross entropy of the LM head: builds the whole (tokens, vocab) logits, upcast to float32
+        as Hugging Face's loss does (a 16-bit loss would be rounded to steps of 1/32 near 6)."""
+        return F.cross_entropy(F.linear(hidden, weight).float(), target)
 
     @staticmethod
     def optimizer(groups: List[Dict], lr: float, betas: Tuple[float, float], max_grad_norm: float,
@@ -353,8 +426,10 @@ class TilegradOps:
 
     def lm_loss(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean cross entropy from the hidden states, fused: the logits never exist whole (under
-        autocast the projection runs in the autocast dtype, as F.linear's would)."""
-        return self.tgt.linear_cross_entropy(hidden, weight, target, filter_tolerance=self.filter_tolerance)
+        autocast the projection runs in the autocast dtype, as F.linear's would); the loss is float32
+        for 16-bit inputs, unrounded."""
+        return self.tgt.linear_cross_entropy(hidden, weight, target, filter_tolerance=self.filter_tolerance,
+                                             loss_dtype=torch.float32)
 
     def step_stats(self) -> Dict[str, float]:
         """The LM head's gradient filtering in this thread's last fused call (the training step's:
@@ -388,11 +463,6 @@ def path_of(args: argparse.Namespace) -> str:
 
 def ops_of(path: str, args: argparse.Namespace):
     return make_ops(path == "pytorch", args.filter if path == "filtered" else None)
-
-
-def compared_paths(args: argparse.Namespace) -> Tuple[str, str]:
-    """--compare's two runs, the first measured against the second."""
-    return FILTER_PATHS if args.filter else PATHS
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -602,11 +672,11 @@ class PeakMemory:
 
 
 class StopFlag:
-    """Set by Ctrl-C (SIGINT) or --stop-at; the loop checks it between steps, so the checkpoint is
-    always taken between two whole optimizer steps. A second Ctrl-C stops at once."""
+    """Set by Ctrl-C (SIGINT); the loop checks it between steps, so the checkpoint is always taken
+    between two whole optimizer steps. A second Ctrl-C stops at once."""
 
-    def __init__(self, stop_at: Optional[int]) -> None:
-        self.stop_at, self.requested = stop_at, False
+    def __init__(self) -> None:
+        self.requested = False
 
     def __enter__(self) -> "StopFlag":
         self.previous = signal.signal(signal.SIGINT, self._handler)
@@ -620,7 +690,8 @@ class StopFlag:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def should_stop(self, completed: int) -> bool:
-        return self.requested or (self.stop_at is not None and completed >= self.stop_at)
+        """Whether to stop after `completed` steps."""
+        return self.requested
 
 
 class JsonLog:
@@ -645,43 +716,137 @@ def read_log(path: Path) -> List[Dict]:
 
 
 def save_checkpoint(out: Path, model: nn.Module, opt: torch.optim.Optimizer, completed: int,
-                    args: argparse.Namespace) -> None:
+                    args: argparse.Namespace, data: Data) -> None:
     state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "completed": completed,
-             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+             "tokens": token_fingerprint(data)}
     tmp = out / (CHECKPOINT + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, out / CHECKPOINT)  # never a half-written checkpoint
 
 
 def resume_folder(folder: Path) -> Path:
-    """The run folder --resume continues: FOLDER itself, or for a folder written by --compare (which
-    holds one run per path) its first run (tilegrad's, or with --filter the filtered one)."""
-    if (folder / CHECKPOINT).is_file():
-        return folder
-    paths = FILTER_PATHS if (folder / FILTER_PATHS[0] / CHECKPOINT).is_file() else PATHS
-    inner = folder / paths[0]
-    if (inner / CHECKPOINT).is_file():
-        print(f"train_lm: {folder} was written by --compare; resuming its {paths[0]} run ({inner}); "
-              f"the {paths[1]} run resumes with --resume {folder / paths[1]}", flush=True)
-        return inner
-    raise SystemExit(f"train_lm: --resume needs {folder / CHECKPOINT} (a run folder) or {inner / CHECKPOINT} "
-                     f"(a --compare folder), and neither exists")
+    """The run folder --resume continues; a folder of benchmarks/bench_train_lm.py holds one per path."""
+    if not (folder / CHECKPOINT).is_file():
+        inside = sorted(str(f.parent) for f in folder.glob(f"*/{CHECKPOINT}"))
+        hint = f": it holds runs in {', '.join(inside)}, resume one of them" if inside else ""
+        raise UsageError(f"train_lm: --resume needs a run folder, and {folder / CHECKPOINT} does not exist{hint}")
+    return folder
+
+
+def load_checkpoint(folder: Path) -> Dict:
+    """FOLDER/checkpoint.pt as save_checkpoint wrote it; an empty, damaged or foreign file is refused
+    (it is never unpickled beyond torch's weights_only loader)."""
+    file = folder / CHECKPOINT
+    if file.stat().st_size == 0:
+        raise unreadable_checkpoint(folder, "an empty file")
+    try:
+        ckpt = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 (a damaged file fails in many ways, each is the same answer)
+        raise unreadable_checkpoint(folder, f"torch.load failed with {type(error).__name__}") from None
+    if not isinstance(ckpt, dict) or not {"model", "optimizer", "completed", "args"} <= ckpt.keys():
+        raise unreadable_checkpoint(folder, "not a train_lm checkpoint")
+    return ckpt
+
+
+def token_fingerprint(data: Data) -> str:
+    """What the model trains and validates on: the token ids (the text through its tokenizer)."""
+    return hashlib.sha256(data.train.numpy().tobytes() + data.val.numpy().tobytes()).hexdigest()[:16]
+
+
+def check_same_tokens(args: argparse.Namespace, ckpt: Dict, data: Data) -> None:
+    """--resume on a text (or a tokenizers version, or for the built-in corpus a Python) other than the
+    checkpoint's: a warning while the model still fits, else a UsageError (checkpoints from before
+    the fingerprint: only the fit is checked)."""
+    rows = ckpt["model"]["tok_emb.weight"].shape[0]
+    source = f"--text {args.text}" if args.text else f"--corpus {args.corpus}"
+    if data.tokenizer.get_vocab_size() != rows:
+        raise UsageError(f"train_lm: --resume {args.resume}: the text gives a vocabulary of "
+                         f"{data.tokenizer.get_vocab_size()} tokens, the checkpoint's model has {rows} ({source} "
+                         "changed since?): restore the text to continue, or start a new run (--out NEW_DIR)")
+    if ckpt.get("tokens", token_fingerprint(data)) != token_fingerprint(data):
+        print(f"warning: --resume {args.resume}: the text gives other tokens than those the checkpoint was "
+              f"trained on ({source} changed since?); continuing on the new tokens, so the losses are not "
+              "an uninterrupted run's", file=sys.stderr, flush=True)
+
+
+def unreadable_checkpoint(folder: Path, why: str) -> UsageError:
+    return UsageError(f"train_lm: --resume {folder}: {folder / CHECKPOINT} cannot be resumed ({why}); it is "
+                      f"damaged or was not written by train_lm: resume an intact copy, or start over there "
+                      f"with --out {folder} --overwrite")
 
 
 def restore_args(args: argparse.Namespace) -> Tuple[argparse.Namespace, Dict]:
-    """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line."""
+    """For --resume: the checkpoint's options, except those in RESUMABLE given on this command line;
+    any other option typed with a value other than the checkpoint's is refused."""
     args.resume = resume_folder(args.resume)
-    ckpt = torch.load(args.resume / CHECKPOINT, map_location="cpu", weights_only=True)
-    saved = {"param_dtype": "float32", "filter": None, **ckpt["args"]}  # checkpoints from before those flags
+    ckpt = load_checkpoint(args.resume)
+    # checkpoints from before those flags
+    saved = {"param_dtype": "float32", "filter": None, "corpus": "pydoc", **ckpt["args"]}
+    refuse_changed_flags(args, saved)
     for key in RESUMABLE:
         if key in args.given:
             saved[key] = getattr(args, key)
-    saved.update(resume=args.resume, out=args.resume, stop_at=args.stop_at, compare=False)
+    saved.update(resume=args.resume, out=args.resume, overwrite=False)
     for key in ("text", "cache_dir"):
         saved[key] = Path(saved[key]) if saved.get(key) else None
     restored = argparse.Namespace(**saved)
     restored.out, restored.resume = Path(restored.out), Path(restored.resume)
+    if restored.text is not None and not restored.text.is_file():
+        raise UsageError(f"train_lm: --resume {args.resume}: the run trains on --text {restored.text}, which is "
+                         "no longer a readable file: put it back there to continue")
     return restored, ckpt
+
+
+def refuse_changed_flags(args: argparse.Namespace, saved: Dict) -> None:
+    """Options typed with --resume that the checkpoint fixes (not in RESUMABLE) must keep its values."""
+    changed = [key for key in args.given if key not in RESUMABLE + RESUME_CONTROLS
+               and not same_value(getattr(args, key), saved.get(key))]
+    if changed:
+        listed = ", ".join(f"{flag_text(k, getattr(args, k))} (checkpoint: {flag_text(k, saved.get(k))})"
+                           for k in changed)
+        may = ", ".join("--" + k.replace("_", "-") for k in RESUMABLE)
+        raise UsageError(f"train_lm: --resume {args.resume} continues the saved run, and these flags differ from "
+                         f"it: {listed}; drop them to continue (only {may} may change), or start a new run "
+                         "with them (--out NEW_DIR)")
+
+
+def same_value(typed, saved) -> bool:
+    """A typed option against the checkpoint's (where paths are stored as strings)."""
+    if isinstance(typed, Path):
+        return saved is not None and typed.resolve() == Path(saved).resolve()
+    return typed == saved
+
+
+def flag_text(key: str, value) -> str:
+    """How `value` of option `key` reads on a command line: --dim 64, --baseline, no --filter."""
+    flag = "--" + key.replace("_", "-")
+    if value is True:
+        return flag
+    return f"no {flag}" if value is None or value is False else f"{flag} {value}"
+
+
+def run_files(args: argparse.Namespace) -> List[Path]:
+    """The files a run writes into --out."""
+    return [args.out / name for name in (CHECKPOINT, LOG, SUMMARY)]
+
+
+def guard_out_dir(args: argparse.Namespace) -> None:
+    """A new run never replaces another run's files unasked: without --overwrite a folder holding any
+    is refused, before anything is written."""
+    found = [file for file in run_files(args) if file.exists()]
+    if found and not args.overwrite:
+        names = ", ".join(str(file.relative_to(args.out)) for file in found)
+        resume = f"continue it with --resume {args.out}, " if any(f.name == CHECKPOINT for f in found) else ""
+        raise UsageError(f"train_lm: --out {args.out} already holds a run ({names}): {resume}start over with "
+                         "--overwrite (replaces those files), or give a new --out")
+
+
+def remove_previous_run(args: argparse.Namespace) -> None:
+    """--overwrite: the old run's files go before the new one writes, so the folder never mixes two runs."""
+    if args.overwrite:
+        for file in run_files(args):
+            file.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -695,11 +860,33 @@ def num_threads(threads: Optional[int]):
         torch.set_num_threads(previous)
 
 
+class OneProcess:
+    """The hooks train() calls, with which train_lm_distributed.py spreads a run over several processes;
+    in one process they change nothing."""
+
+    is_main = True
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def track_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        pass
+
+    def agreed(self, stop: "StopFlag") -> "StopFlag":
+        return stop
+
+    def main_rank_first(self):
+        return contextlib.nullcontext()
+
+    def describe(self) -> Dict:
+        return {}
+
+
 def train(args: argparse.Namespace, data: Data, ckpt: Optional[Dict] = None, parallel=None) -> Dict:
     """Trains one path; writes log.jsonl, summary.json and checkpoint.pt to args.out; returns the summary.
-    `parallel`: this rank's distributed.start(args) under torchrun (default: one process)."""
+    `parallel`: the hooks of OneProcess (default), e.g. a rank's under train_lm_distributed.py."""
     with num_threads(args.threads):
-        return train_with_current_threads(args, data, ckpt, parallel or distributed.SingleProcess())
+        return train_with_current_threads(args, data, ckpt, parallel or OneProcess())
 
 
 def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optional[Dict], parallel) -> Dict:
@@ -729,18 +916,22 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     memory = PeakMemory()
     memory.start()
     last_val = None
-    with parallel.agreed(StopFlag(args.stop_at)) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
+    with parallel.agreed(StopFlag()) as stop, tqdm(total=args.steps, initial=completed, desc=ops.name,
                                               dynamic_ncols=True, mininterval=0.5) as bar:
         while completed < args.steps and not stop.should_stop(completed):
             lr = learning_rate(completed, args.steps, args.lr)
             loss, ms = train_step(model, opt, train_batch(data.train, completed, args.seed, args.batch_size,
                                                           args.context), lr, args.dtype)
             completed += 1
+            if not math.isfinite(loss):
+                raise diverged(args, completed, f"the training loss is {loss}")
             step_ms.append(ms)
             filtering = model.ops.step_stats()
             log.write({"step": completed, "train_loss": loss, "lr": lr, "ms": ms, **filtering})
             if completed % args.eval_interval == 0 or completed == args.steps:
                 last_val = evaluate(model, val, args.dtype)
+                if not math.isfinite(last_val):
+                    raise diverged(args, completed, f"the validation loss is {last_val}")
                 log.write({"step": completed, "val_loss": last_val})
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", val=f"{last_val:.3f}" if last_val else "-",
@@ -748,7 +939,9 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
                             **({"skipped": f"{filtering['input_skipped']:.0%}"} if filtering else {}))
         interrupted = completed < args.steps
     peak_mib = memory.peak_growth_mib()
-    save_checkpoint(args.out, model, opt, completed, args)
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise diverged(args, completed, "the weights are no longer finite")
+    save_checkpoint(args.out, model, opt, completed, args, data)
     if interrupted:
         print(f"\n[{ops.name}] stopped after step {completed}; checkpoint saved. Continue with:\n"
               f"    python {sys.argv[0]} --resume {args.out}", flush=True)
@@ -759,6 +952,15 @@ def train_with_current_threads(args: argparse.Namespace, data: Data, ckpt: Optio
     if not interrupted and args.sample_tokens > 0:
         print_sample(model, data, args)
     return summary
+
+
+def diverged(args: argparse.Namespace, step: int, what: str) -> SystemExit:
+    """The error that stops a run whose loss or weights stopped being finite: raised before they are
+    saved, so checkpoint.pt stays the last good one (or absent); exit status 1."""
+    again = (f"continue from the checkpoint with --resume {args.resume} --lr SMALLER" if args.resume
+             else "start over with --overwrite --lr SMALLER")
+    return SystemExit(f"train_lm: step {step}: {what} (diverged); stopped without saving a checkpoint. "
+                      f"--lr {args.lr} is probably too high (default {DEFAULTS['lr']}): {again}")
 
 
 def train_step(model: LanguageModel, opt: torch.optim.Optimizer, batch, lr: float,
@@ -803,191 +1005,47 @@ def print_sample(model: LanguageModel, data: Data, args: argparse.Namespace) -> 
 
 
 # ----------------------------------------------------------------------------------------------------
-# --compare: each path in a fresh process (clean peak memory), then the plot and the table
-# ----------------------------------------------------------------------------------------------------
 
-FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "threads", "seed", "eval_interval", "eval_batches",
-             "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
-             "sample_tokens")
-
-
-PATH_FLAGS = {"tilegrad": lambda args: [], "pytorch": lambda args: ["--baseline"],
-              "filtered": lambda args: ["--filter", repr(args.filter)]}
-
-
-def child_command(args: argparse.Namespace, path: str) -> List[str]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(args.out / path)]
-    for key in FORWARDED:
-        value = getattr(args, key)
-        if value is not None:
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
-    return cmd + PATH_FLAGS[path](args)
+def main(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,
+         start=None) -> Dict:
+    """Runs the command line argv (default: sys.argv's) and returns the summary; a mistake in it is
+    printed as one line to stderr and raised as UsageError (exit status 2). train_lm_distributed.py
+    passes its `parser` (build_parser()'s with its flags) and `start(args)`, which returns the hooks
+    of OneProcess for this process (default: OneProcess itself)."""
+    try:
+        return run(argv, parser, start)
+    except UsageError as error:
+        print(error, file=sys.stderr, flush=True)
+        raise
 
 
-def interleaved_timing(args: argparse.Namespace, data: Data, rounds: int) -> Dict[str, Dict[str, float]]:
-    """ms per training step of both paths, measured alternately on the same batches in one process.
-
-    The machine's other load then hits both paths alike; min and median over the rounds (after one
-    warm-up round) are reported. The training runs' own step times are kept in their logs.
-    """
-    cfg = model_config(args, data)
-    runs = {}
-    for path in compared_paths(args):
-        torch.manual_seed(args.seed)
-        model = build_model(cfg, ops_of(path, args), args.param_dtype)
-        runs[path] = (model, make_optimizer(model, args.lr))
-    times: Dict[str, List[float]] = {path: [] for path in runs}
-    with num_threads(args.threads):
-        alternate_steps(args, data, runs, times, rounds)
-    return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
-
-
-def alternate_steps(args, data: Data, runs, times: Dict[str, List[float]], rounds: int) -> None:
-    for step in range(rounds + 1):
-        batch = train_batch(data.train, step, args.seed, args.batch_size, args.context)
-        order = list(runs) if step % 2 == 0 else list(runs)[::-1]
-        for path in order:
-            model, opt = runs[path]
-            _, ms = train_step(model, opt, batch, args.lr, args.dtype)
-            if step > 0:
-                times[path].append(ms)
-
-
-def compare(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
-    """Both training runs (each in a fresh process), then the interleaved timing, plot and table."""
-    args.out.mkdir(parents=True, exist_ok=True)
-    for path in compared_paths(args):
-        print(f"\n=== {path} ===", flush=True)
-        subprocess.run(child_command(args, path), check=True)
-    return compare_report(args, data)
-
-
-def compare_report(args: argparse.Namespace, data: Data) -> Dict[str, Dict]:
-    """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
-    paths = compared_paths(args)
-    summaries = {p: json.loads((args.out / p / SUMMARY).read_text()) for p in paths}
-    print(f"\n=== timing: {args.timing_rounds} rounds of alternating steps ===", flush=True)
-    for path, timing in interleaved_timing(args, data, args.timing_rounds).items():
-        summaries[path]["interleaved"] = timing
-    (args.out / SUMMARY).write_text(json.dumps(summaries, indent=2) + "\n")
-    logs = {p: read_log(args.out / p / LOG) for p in paths}
-    plot(logs, args.out / "loss.png")
-    table = summary_table(summaries, paths)
-    if args.filter:
-        table += "\n\n" + filtering_table(logs["filtered"])
-    (args.out / "summary.md").write_text(table + "\n")
-    print("\n" + table)
-    print(f"\nplot: {args.out / 'loss.png'}   logs: {args.out}/<path>/{LOG}")
-    return summaries
-
-
-LABELS = {"tilegrad": "tilegrad", "pytorch": "PyTorch", "filtered": "tilegrad, filtered"}
-
-
-def summary_table(s: Dict[str, Dict], paths: Tuple[str, str] = PATHS) -> str:
-    """Markdown table: both paths side by side, and the first relative to the second."""
-    t, b = s[paths[0]], s[paths[1]]
-    ti, bi = t["interleaved"], b["interleaved"]
-    tokens = t["tokens_per_step"]
-    mem_t, mem_b = t["peak_memory_mib"], b["peak_memory_mib"]
-    rows = [
-        ("ms per step (interleaved, median)", f"{ti['median_ms']:.1f}", f"{bi['median_ms']:.1f}",
-         f"{bi['median_ms'] / ti['median_ms']:.2f}x faster"),
-        ("ms per step (interleaved, min)", f"{ti['min_ms']:.1f}", f"{bi['min_ms']:.1f}",
-         f"{bi['min_ms'] / ti['min_ms']:.2f}x faster"),
-        ("tokens / s (interleaved, median)", f"{tokens / ti['median_ms'] * 1e3:,.0f}",
-         f"{tokens / bi['median_ms'] * 1e3:,.0f}", ""),
-        ("ms per step (own training run, median)", f"{t['ms_per_step']:.1f}", f"{b['ms_per_step']:.1f}",
-         f"{b['ms_per_step'] / t['ms_per_step']:.2f}x faster"),
-        ("peak memory (training, RSS growth)", "n/a" if mem_t is None else f"{mem_t:,.0f} MiB",
-         "n/a" if mem_b is None else f"{mem_b:,.0f} MiB",
-         "n/a" if not mem_t or not mem_b else f"{1 - mem_t / mem_b:.0%} less" if mem_t <= mem_b
-         else f"{mem_t / mem_b - 1:.0%} more"),
-        ("final train loss (mean of last 10 steps)", f"{t['final_train_loss']:.3f}",
-         f"{b['final_train_loss']:.3f}", f"{abs(t['final_train_loss'] / b['final_train_loss'] - 1):.2%} apart"),
-        ("validation loss, first -> final", f"{t['first_val_loss']:.3f} -> {t['final_val_loss']:.3f}",
-         f"{b['first_val_loss']:.3f} -> {b['final_val_loss']:.3f}",
-         f"{abs(t['final_val_loss'] / b['final_val_loss'] - 1):.2%} apart"),
-    ]
-    head = (f"{t['parameters'] / 1e6:.2f}M parameters, vocabulary {t['vocab']}, {t['steps']} steps x "
-            f"{tokens} tokens, {t['dtype']}, {t.get('param_dtype', 'float32')} parameters, "
-            f"{t['threads']} threads\n\n")
-    first, second = LABELS[paths[0]], LABELS[paths[1]]
-    lines = [f"| | {first} | {second} | {first} vs {second} |", "|---|---:|---:|---|"]
-    lines += [f"| {name} | {a} | {c} | {r} |" for name, a, c, r in rows]
-    return head + "\n".join(lines)
-
-
-def filtering_table(records: List[Dict], rows: int = 10) -> str:
-    """Markdown table of a --filter run by step: the shares of logits-gradient blocks the LM head's
-    grad_input / grad_weight products skipped and the largest dropped fraction of a row's bound (means
-    and maximum over each stretch of steps), with the training loss."""
-    steps = [r for r in records if "input_skipped" in r]
-    if not steps:
-        return "(no filtered steps logged)"
-    size = max(1, math.ceil(len(steps) / rows))
-    lines = ["| steps | grad_input blocks skipped | grad_weight blocks skipped | max row dropped | train loss |",
-             "|---|---:|---:|---:|---:|"]
-    for start in range(0, len(steps), size):
-        part = steps[start:start + size]
-        mean = lambda key: sum(r[key] for r in part) / len(part)  # noqa: E731
-        lines.append(f"| {part[0]['step']}-{part[-1]['step']} | {mean('input_skipped'):.1%} | "
-                     f"{mean('weight_skipped'):.1%} | {max(r['max_row_dropped'] for r in part):.1e} | "
-                     f"{mean('train_loss'):.3f} |")
-    return "\n".join(lines)
-
-
-def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
-    """loss.png: train (thin) and validation (markers) loss per step for both paths."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"tilegrad": "tab:orange", "pytorch": "tab:blue", "filtered": "tab:green"}
-    second = list(logs)[-1]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    for path, records in logs.items():
-        train = [(r["step"], r["train_loss"]) for r in records if "train_loss" in r]
-        val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
-        ax.plot(*zip(*train), color=colors[path], alpha=0.45, lw=1, label=f"{path} train")
-        ax.plot(*zip(*val), color=colors[path], marker="o", ms=4, lw=1.5,
-                ls="--" if path == second else "-", label=f"{path} validation")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("cross entropy (nats / token)")
-    first = list(logs)[0]
-    ax.set_title(f"Small language model on CPU: {LABELS[first]} vs {LABELS[second]} (same seed)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(file)
-    plt.close(fig)
-
-
-# ----------------------------------------------------------------------------------------------------
-
-def main(argv: Optional[Sequence[str]] = None) -> Dict:
-    args = parse_args(argv)
+def run(argv: Optional[Sequence[str]], parser: Optional[argparse.ArgumentParser], start) -> Dict:
+    if start is None and os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1"):
+        raise UsageError(f"train_lm: started as rank {os.environ.get('RANK', '?')} of {os.environ['WORLD_SIZE']} "
+                         "processes (torchrun): train_lm.py runs in one process; use "
+                         "examples/train_lm_distributed.py, with the same flags, to train on several")
+    args = parse_args(argv, parser)
     ckpt = None
     if args.resume is not None:
         args, ckpt = restore_args(args)
-    parallel = distributed.start(args)
+    else:
+        guard_out_dir(args)
+    parallel = start(args) if start else OneProcess()
     with parallel.main_rank_first():
         data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
     print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
     shortest = min(len(data.train), len(data.val))
     if shortest <= args.context + 1:
-        raise SystemExit(f"train_lm: the text is too short for --context {args.context}: its smaller split has "
+        raise UsageError(f"train_lm: the text is too short for --context {args.context}: its smaller split has "
                          f"{shortest} tokens, it needs more than {args.context + 1}")
     if data.tokenizer.get_vocab_size() < args.vocab:
         print(f"note: the text supports only {data.tokenizer.get_vocab_size()} BPE tokens (--vocab {args.vocab}); "
               "the model uses that many (a larger text: --text FILE or --corpus stdlib)", flush=True)
-    if args.compare:
-        return compare(args, data)
+    if ckpt is not None:
+        check_same_tokens(args, ckpt, data)
+    remove_previous_run(args)
     return train(args, data, ckpt, parallel)
 
 
 if __name__ == "__main__":
-    if distributed.launched_by_torchrun():
-        distributed.run_then_exit(main)
-    else:
-        main()
+    main()

@@ -1,8 +1,11 @@
 """examples/train_lm.py on several processes or machines: torch.distributed (gloo) under torchrun.
 
-    torchrun --nproc-per-node 2 examples/train_lm.py --quick                    # data parallel
-    torchrun --nproc-per-node 2 examples/train_lm.py --quick --parallel vocab   # LM head sharded
-    torchrun --nnodes 2 --node-rank R --rdzv-endpoint HOST:29500 --nproc-per-node 2 examples/train_lm.py
+    torchrun --nproc-per-node 2 examples/train_lm_distributed.py                    # data parallel
+    torchrun --nproc-per-node 2 examples/train_lm_distributed.py --parallel vocab   # LM head sharded
+    torchrun --nnodes 2 --node-rank R --rdzv-endpoint HOST:29500 --nproc-per-node 2 examples/train_lm_distributed.py
+
+It takes every flag of train_lm.py (whose model, data and loop it runs: keep the two files side by
+side) and adds --parallel and --dist-timeout.
 
 Two modes (``--parallel``):
 
@@ -20,7 +23,7 @@ Two modes (``--parallel``):
 Checkpoints keep the single-process layout (the head gathered whole), so a run can be resumed on any
 number of processes, or on one. Rank 0 writes every file (log, summary, checkpoint, sample); the
 other ranks print nothing and write into a private temporary folder. Without torchrun (no ``RANK`` /
-``WORLD_SIZE`` in the environment) none of this is active and train_lm.py runs as one process.
+``WORLD_SIZE`` in the environment) none of this is active and the run is train_lm.py's, in one process.
 """
 
 from __future__ import annotations
@@ -37,21 +40,25 @@ import shutil
 import signal
 import sys
 import tempfile
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from tilegrad.torch.distributed import run_then_exit
+
+import train_lm
 
 MODES = ("data", "vocab")
 DEFAULT_TIMEOUT_S = 300
 # train_lm.train_step clips the gradient norm to 1.0 (and tilegrad's AdamW takes max_grad_norm=1.0);
 # the vocab-parallel mode applies this clip itself over the whole sharded head first
 MAX_GRAD_NORM = 1.0
-# Options every rank must agree on (checked at start-up, named when they differ).
+# Options every rank must agree on (checked at start-up, named when they differ); not the paths
+# (--text, --resume): they may differ between machines.
 AGREED_OPTIONS = ("vocab", "dim", "layers", "heads", "ffn_dim", "context", "tie", "batch_size", "seed",
-                  "steps", "lr", "dtype", "baseline", "parallel", "corpus", "eval_interval", "eval_batches",
-                  "stop_at")  # not the paths (--text, --resume): they may differ between machines
+                  "steps", "lr", "dtype", "baseline", "parallel", "corpus", "eval_interval", "eval_batches")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,35 +82,9 @@ def shard_bounds(vocab: int, world: int, rank: int) -> Tuple[int, int]:
     return vocab * rank // world, vocab * (rank + 1) // world
 
 
-# ----------------------------------------------------------------------------------------------------
-# One process: every hook is a no-op
-# ----------------------------------------------------------------------------------------------------
-
-class SingleProcess:
-    """The runtime when train_lm.py is not under torchrun: nothing changes."""
-
-    rank, world, mode = 0, 1, None
-    is_main = True
-
-    def wrap(self, model: nn.Module) -> nn.Module:
-        return model
-
-    def track_optimizer(self, opt: torch.optim.Optimizer) -> None:
-        pass
-
-    def agreed(self, stop):
-        return stop
-
-    @contextlib.contextmanager
-    def main_rank_first(self) -> Iterator[None]:
-        yield
-
-    def describe(self) -> Dict[str, Any]:
-        return {}
-
-
 def start(args: argparse.Namespace):
-    """The runtime for this process: SingleProcess, or (under torchrun) a joined gloo process group."""
+    """train_lm.main's hooks for this process: train_lm.OneProcess, or (under torchrun) a joined gloo
+    process group."""
     args.parallel = getattr(args, "parallel", None) or "data"  # checkpoints written before --parallel
     args.dist_timeout = getattr(args, "dist_timeout", None) or DEFAULT_TIMEOUT_S
     if not launched_by_torchrun():
@@ -114,12 +95,9 @@ def start(args: argparse.Namespace):
         if args.parallel != "data":
             raise SystemExit(f"train_lm: --parallel {args.parallel} needs several processes: start it with "
                              f"torchrun --nproc-per-node N {sys.argv[0]} ... (see the README)")
-        return SingleProcess()
+        return train_lm.OneProcess()
     if not args.dist_timeout > 0:
         raise SystemExit(f"train_lm: --dist-timeout must be > 0 seconds, got {args.dist_timeout}")
-    if getattr(args, "compare", False):
-        raise SystemExit("train_lm: --compare runs its own processes; under torchrun train one path at a time "
-                         "(add --baseline for PyTorch's ops)")
     if args.parallel == "vocab" and getattr(args, "filter", None) is not None:
         raise SystemExit("train_lm: --filter filters the single-process fused loss; --parallel vocab's LM head "
                          "(vocab_parallel_cross_entropy) has no gradient filtering: use --parallel data")
@@ -130,27 +108,6 @@ def start(args: argparse.Namespace):
 # Several processes
 # ----------------------------------------------------------------------------------------------------
 
-def run_then_exit(main: Callable[[], Any]) -> None:
-    """Runs ``main()`` under torchrun and ends the process with ``os._exit`` once the exit handlers
-    have run: left to the interpreter's teardown, the C++ static destructors of torch.distributed's
-    gloo threads can end a finished rank in std::terminate (SIGABRT; seen under AddressSanitizer and
-    after a Ctrl-C), after its files are written but failing the job."""
-    code = 0
-    try:
-        main()
-    except SystemExit as stop:
-        if stop.code is not None and not isinstance(stop.code, int):
-            print(stop.code, file=sys.stderr)
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    except BaseException:  # noqa: B902 (KeyboardInterrupt included: the traceback, then exit 1)
-        sys.excepthook(*sys.exc_info())
-        code = 1
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 class Distributed:
     """This rank's view of a torchrun job: process group, rank-0 output, model wrapping, agreed stops."""
 
@@ -158,8 +115,8 @@ class Distributed:
         self.mode = args.parallel
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        if "threads" not in args.given and not args.quick:
-            # the cores shared by the ranks on this machine (--quick keeps its single thread)
+        if "threads" not in args.given:
+            # the cores shared by the ranks on this machine
             args.threads = max(1, len(os.sched_getaffinity(0)) // self.local_world)
         sys.excepthook = _explain_lost_rank
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.dist_timeout))
@@ -291,8 +248,8 @@ def _explain_lost_rank(kind, value, tb) -> None:
 
 
 class AgreedStop:
-    """train_lm's StopFlag, agreed by all ranks: Ctrl-C (torchrun forwards it to every rank) or
-    --stop-at on any rank stops every rank after the same step, so all of them reach the checkpoint."""
+    """train_lm's StopFlag, agreed by all ranks: Ctrl-C (torchrun forwards it to every rank) on
+    any rank stops every rank after the same step, so all of them reach the checkpoint."""
 
     def __init__(self, stop) -> None:
         self.stop = stop
@@ -553,3 +510,22 @@ class VocabShard:
         factor = self.vocab / (self.end - self.start)
         one = {"rows": self.vocab, **{k: round(v * factor) for k, v in per_rank.items() if k != "rows"}}
         return {"tied_to_embedding": self.tied, "per_rank": per_rank, "one_process": one}
+
+
+def build_parser():
+    """train_lm.py's command line with --parallel and --dist-timeout."""
+    parser = train_lm.build_parser()
+    add_arguments(parser)
+    return parser
+
+
+def main(argv=None) -> Dict[str, Any]:
+    """train_lm.main on this rank (or, without torchrun, in this one process); returns the summary."""
+    return train_lm.main(argv, parser=build_parser(), start=start)
+
+
+if __name__ == "__main__":
+    if launched_by_torchrun():
+        run_then_exit(main)
+    else:
+        main()

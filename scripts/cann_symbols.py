@@ -1,11 +1,11 @@
-"""The acl* / aclnn* symbols libtilegrad exports, as the README's CANN drop-in table.
+"""The acl* / aclnn* symbols libtilegrad exports, as the table of docs/cann.md (the CANN programs page).
 
     python scripts/cann_symbols.py [LIBRARY]           # print the table (LIBRARY: tilegrad.get_library())
-    python scripts/cann_symbols.py --write README.md   # replace the table between its markers
+    python scripts/cann_symbols.py --write docs/cann.md   # replace the table between its markers
 
 The list comes from ``nm -D --defined-only`` of the library; each symbol is put in one row of AREAS
 (operator entry points are found by their GetWorkspaceSize pair). tests/test_cann_dropin.py checks that
-the README's table is exactly what this prints for the installed library, so a new export cannot go
+the page's table is exactly what this prints for the installed library, so a new export cannot go
 undocumented: add it to AREAS (with its status) and rerun with --write."""
 
 import re

@@ -9,8 +9,9 @@
 #   4. the test suite against the installed wheel: tests/, examples/, scripts/, README.md and
 #      pyproject.toml (the version the tests expect) copied out of the source tree,
 #      pytest run there (rootdir outside the tree), after checking that `import tilegrad` is the wheel;
-#   5. with torch installed in the venv (torch==2.13.0, the CPU build, and the torch extra; not with
-#      --no-torch, which leaves the torch tests to skip):
+#   5. with torch installed in the venv (by default the floor of the supported range: torch==2.13.0,
+#      the CPU build, and transformers==5.0.0, with the torch and test extras; TORCH_SPEC and
+#      TRANSFORMERS_SPEC choose others; not with --no-torch, which leaves the torch tests to skip):
 #      exactly one OpenMP runtime in a process holding tilegrad, oneDNN and torch, whichever is
 #      imported first (scripts/openmp_runtimes.py --expect-one).
 #
@@ -65,17 +66,22 @@ print('import tilegrad:', tilegrad.__file__, 'version', tilegrad.__version__)
 
 if [[ $with_torch -eq 1 ]]; then
   # torch first, pinned: a bare `torch` requirement could resolve to a CUDA build from the index.
-  step "torch==2.13.0 (CPU build), then the torch and test extras"
-  "$vpython" -m pip install -q torch==2.13.0
-  "$vpython" -m pip install -q --only-binary=:all: "${wheel}[torch,test]"
+  torch_spec=${TORCH_SPEC:-torch==2.13.0}
+  transformers_spec=${TRANSFORMERS_SPEC:-transformers==5.0.0}
+  step "$torch_spec, then the torch and test extras with $transformers_spec"
+  "$vpython" -m pip install -q "$torch_spec"
+  "$vpython" -m pip install -q --only-binary=:all: "${wheel}[torch,test]" "$transformers_spec"
+  "$vpython" -c "import torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__)"
 else
   step "the test extra (pytest, cmake, ninja, ...)"
   "$vpython" -m pip install -q --only-binary=:all: "${wheel}[test]"
 fi
 
 step "C++ route: examples/cpp with find_package(tilegrad) from the installed wheel"
-# pyproject: the version's source; README + scripts: the drop-in symbol table the tests check
-cp -r "$root/examples" "$root/tests" "$root/scripts" "$root/pyproject.toml" "$root/README.md" "$work/"
+# pyproject: the version's source; docs + scripts: the drop-in symbol table the tests check; README,
+# CHANGELOG and docs: the snippets tests/test_docs.py runs against the installed wheel
+cp -r "$root/examples" "$root/tests" "$root/scripts" "$root/pyproject.toml" "$root/README.md" "$root/CHANGELOG.md" \
+  "$root/docs" "$work/"
 cmake_dir=$(cd "$work" && "$vpython" -m tilegrad --cmake-dir)
 [[ "$cmake_dir" == "$venv/"* ]] || { echo "FAIL: cmake dir $cmake_dir is not the wheel's"; exit 1; }
 "$venv/bin/cmake" -S "$work/examples/cpp" -B "$work/build-example" -G Ninja \

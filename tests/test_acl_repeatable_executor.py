@@ -370,7 +370,49 @@ def _rebind_cases():
                 "maxExpAvgSqsRef[]": lists[4], "stateSteps[]": [np.array([k], F32) for k in (0, 3, 7)],
                 "gradScaleOptional": np.array([2.0], F32), "foundInfOptional": np.array([0.0], F32)}
 
+    def attention_arrays(rng):
+        """BSND, 4 query heads over 2 kv heads, Sq 7 != Skv 9, an explicit [Sq, Skv] mask (mode 1)."""
+        return {"query": _rn(rng, (1, 7, 4, 8)), "key": _rn(rng, (1, 9, 2, 8)), "value": _rn(rng, (1, 9, 2, 8)),
+                "attenMaskOptional": (rng.random((7, 9)) < 0.3).astype(np.uint8)}
+
+    def fa_arrays(rng):
+        return {**attention_arrays(rng), "realShiftOptional": None, "dropMaskOptional": None,
+                "paddingMaskOptional": None, "softmaxMaxOut": np.zeros((1, 4, 7, 8), F32),
+                "softmaxSumOut": np.zeros((1, 4, 7, 8), F32), "softmaxOutOut": None,
+                "attentionOutOut": np.zeros((1, 7, 4, 8), F32)}
+
+    def fa_grad_arrays(rng):
+        a = attention_arrays(rng)
+        return {"query": a["query"], "keyIn": a["key"], "value": a["value"], "dy": _rn(rng, (1, 7, 4, 8)),
+                "pseShiftOptional": None, "dropMaskOptional": None, "paddingMaskOptional": None,
+                "attenMaskOptional": a["attenMaskOptional"], "softmaxMaxOptional": _rn(rng, (1, 4, 7, 8)),
+                "softmaxSumOptional": rng.uniform(1.0, 3.0, (1, 4, 7, 8)).astype(F32), "softmaxInOptional": None,
+                "attentionInOptional": _rn(rng, (1, 7, 4, 8)), "dqOut": np.zeros((1, 7, 4, 8), F32),
+                "dkOut": np.zeros((1, 9, 2, 8), F32), "dvOut": np.zeros((1, 9, 2, 8), F32), "dpseOut": None}
+
+    def fa_attributes():  # scaleValue, keepProb, preTokens, nextTokens, headNum, inputLayout, innerPrecise, sparseMode
+        return [c_f64(0.35), c_f64(1.0), c_i64(2**31 - 1), c_i64(2**31 - 1), c_i64(4), ctypes.c_char_p(b"BSND"),
+                c_i64(0), c_i64(1)]
+
     return [
+        RebindCase("aclnnFlashAttentionScore",
+                   ["query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional",
+                    "attenMaskOptional"], ["softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut"],
+                   fa_arrays,
+                   lambda p: [p["query"], p["key"], p["value"], p["realShiftOptional"], p["dropMaskOptional"],
+                              p["paddingMaskOptional"], p["attenMaskOptional"], None, *fa_attributes(),
+                              p["softmaxMaxOut"], p["softmaxSumOut"], p["softmaxOutOut"], p["attentionOutOut"]],
+                   written=["softmaxMaxOut", "softmaxSumOut", "attentionOutOut"]),
+        RebindCase("aclnnFlashAttentionScoreGrad",
+                   ["query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
+                    "attenMaskOptional", "softmaxMaxOptional", "softmaxSumOptional", "softmaxInOptional",
+                    "attentionInOptional"], ["dqOut", "dkOut", "dvOut", "dpseOut"],
+                   fa_grad_arrays,
+                   lambda p: [p["query"], p["keyIn"], p["value"], p["dy"], p["pseShiftOptional"], p["dropMaskOptional"],
+                              p["paddingMaskOptional"], p["attenMaskOptional"], p["softmaxMaxOptional"],
+                              p["softmaxSumOptional"], p["softmaxInOptional"], p["attentionInOptional"], None,
+                              *fa_attributes(), p["dqOut"], p["dkOut"], p["dvOut"], p["dpseOut"]],
+                   written=["dqOut", "dkOut", "dvOut"]),
         RebindCase("aclnnSiluBackward", ["gradOutput", "self"], ["gradInput"],
                    lambda rng: {"gradOutput": _rn(rng, (3, 5)), "self": _rn(rng, (3, 5)),
                                 "gradInput": np.zeros((3, 5), F32)},
@@ -585,4 +627,26 @@ def test_optimizer_new_addresses_are_validated_at_launch():
         assert lib.aclSetInputTensorAddr(vp(ex), 1, vp(p["mRef"]), vp(a["mRef"].ctypes.data)) == ACLNN_SUCCESS
         assert launch(case.op, ex, ws) == ACLNN_SUCCESS, last_error()
         assert not np.array_equal(a["varRef"], before["varRef"])
+        assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS
+
+
+@pytest.mark.parametrize("op, output, index, onto", [("aclnnFlashAttentionScore", "attentionOutOut", 3, "query"),
+                                                      ("aclnnFlashAttentionScoreGrad", "dkOut", 1, "dy")])
+def test_flash_attention_new_addresses_are_validated_at_launch(op, output, index, onto):
+    """An output moved onto an input's memory through aclSetOutputTensorAddr is refused at the launch
+    (161002, naming both) and nothing is written; its own address back, the executor launches again."""
+    case = next(c for c in _rebind_cases() if c.op == op)
+    a = case.arrays(np.random.default_rng(13))
+    before = _copy(a)
+    with _Pointers() as ptrs:
+        p = ptrs.new(a)
+        ws, ex = _repeatable(case.op, case.args(p))
+        assert lib.aclSetOutputTensorAddr(vp(ex), index, vp(p[output]), vp(a[onto].ctypes.data)) == ACLNN_SUCCESS
+        assert launch(case.op, ex, ws) == ACLNN_ERR_PARAM_INVALID
+        assert last_error().startswith(f"{op}: {output} overlaps {onto} ")
+        for name in case.written + case.inputs:
+            _assert_same(a[name], before[name], name)
+        assert lib.aclSetOutputTensorAddr(vp(ex), index, vp(p[output]), vp(a[output].ctypes.data)) == ACLNN_SUCCESS
+        assert launch(case.op, ex, ws) == ACLNN_SUCCESS, last_error()
+        assert np.abs(a[output]).max() > 0
         assert lib.aclDestroyAclOpExecutor(vp(ex)) == ACLNN_SUCCESS

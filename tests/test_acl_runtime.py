@@ -1,6 +1,6 @@
 """The aclrt* CPU runtime and aclTensor handling behind acl/acl.h, through ctypes: init/finalize,
 device ids, streams, 64-byte aligned tracked memory, aclrtMemcpy range checks, aclCreateTensor
-argument checks, and the SEMANTICS section 0 rules every operator shares (views outside storage,
+argument checks, and the specification section 0 rules every operator shares (views outside storage,
 private formats, single-use executors, workspace, out-pointers)."""
 
 import ctypes
@@ -340,7 +340,7 @@ def test_create_tensor_getters():
         lib.aclDestroyTensor(vp(t))
 
 
-# ---- SEMANTICS section 0 rules through an operator --------------------------------------------------
+# ---- specification section 0 rules through an operator --------------------------------------------------
 
 OP = "aclnnSiluBackward"
 

@@ -1,5 +1,5 @@
 """tilegrad.binary_cross_entropy_with_logits_backward through Python: accuracy vs the float64 NumPy
-reference (reference/bce.py, written from SEMANTICS section 2), broadcasting, dtype mixes, strides,
+reference (reference/bce.py, written from specification section 2), broadcasting, dtype mixes, strides,
 extremes, errors, thread determinism, and a torch cross-check where torch is installed. The C ABI:
 test_binary_cross_entropy_with_logits_backward_c_abi.py; the tiling: ..._tiling.py."""
 

@@ -1,6 +1,6 @@
 """aclnnCrossEntropyLoss / aclnnCrossEntropyLossGrad through the Python API: the forward and its
 exact vector-Jacobian product against the float64 NumPy reference (reference/cross_entropy.py,
-written from SEMANTICS section 3), finite differences, shapes, strides, masking rules, determinism
+written from specification section 3), finite differences, shapes, strides, masking rules, determinism
 over thread counts, errors, and a torch cross-check where torch is installed. The C ABI:
 test_cross_entropy_c_abi.py; the tilings: test_cross_entropy_tiling.py."""
 

@@ -1,5 +1,5 @@
 """aclnnCrossEntropyLoss / aclnnCrossEntropyLossGrad through the aclnn C ABI (ctypes): results equal
-the Python API's bit for bit (contiguous and strided), every SEMANTICS 0/3 error code with its
+the Python API's bit for bit (contiguous and strided), every specification section 0 / 3 error code with its
 message, the launch-time target check, and the executor rules (single use, workspace size)."""
 
 import ctypes

@@ -1,5 +1,5 @@
 """tilegrad.embedding_dense_backward through Python: accuracy against the float64 NumPy reference
-(reference/embedding.py, written from SEMANTICS section 4), determinism, strides, errors, and a torch
+(reference/embedding.py, written from specification section 4), determinism, strides, errors, and a torch
 cross-check. The C ABI: test_embedding_dense_backward_c_abi.py; the tiling: ..._tiling.py."""
 
 import re

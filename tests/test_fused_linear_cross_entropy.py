@@ -1,4 +1,4 @@
-"""Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5) through Python:
+"""Vocabulary-parallel fused linear cross entropy (specification section 5) through Python:
 tg.fused_linear_online_max_sum, tg.fused_cross_entropy_loss_with_max_sum,
 tg.fused_linear_cross_entropy_loss_grad and the single-process tg.fused_linear_cross_entropy with its
 options (linear bias, class weights, label smoothing, z-loss, softcap, grad_output; issue 12) and plans,
@@ -599,6 +599,20 @@ def test_grad_output_scalar_for_none_and_errors():
     for bad in (True, [0.1]):
         with pytest.raises(TypeError, match="filter_eps"):
             tg.fused_linear_cross_entropy(x, w, t, filter_eps=bad)
+
+
+@pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])
+def test_softcap_inf_is_no_cap(plan):
+    """softcap * tanh(z / softcap) tends to z: inf is no cap, as None (which the float64 reference
+    checks); 0 and negative caps are refused, naming what to pass instead."""
+    x, w, t = make_inputs(BT, H, V, BF16, seed=7, ignore=OPTIONS_IGNORED)
+    plain = tg.fused_linear_cross_entropy(x, w, t, memory_budget=PLAN_BUDGETS[plan])
+    check_against_reference(BF16, "mean", dict(_inputs=(x, w, t)), plain)
+    uncapped = tg.fused_linear_cross_entropy(x, w, t, softcap=float("inf"), memory_budget=PLAN_BUDGETS[plan])
+    assert [a.tobytes() for a in uncapped] == [a.tobytes() for a in plain]
+    for bad in (0.0, -2.0, float("-inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"softcap must be a float > 0, or None / inf for no cap, got"):
+            tg.fused_linear_cross_entropy(x, w, t, softcap=bad)
 
 
 @pytest.mark.parametrize("plan", ["whole", "chunked", "vocab_outer"])

@@ -189,6 +189,8 @@ def test_zero_tolerance_is_exact():
     ({"filter_tolerance": -0.1}, ValueError, "filter_tolerance"),
     ({"filter_tolerance": float("nan")}, ValueError, "filter_tolerance"),
     ({"filter_tolerance": float("inf")}, ValueError, "filter_tolerance"),
+    ({"filter_tolerance": 1.0}, ValueError, r"filter_tolerance must be None or a float in \[0, 1\).*got 1\.0"),
+    ({"filter_tolerance": 1e30}, ValueError, r"filter_tolerance must be None or a float in \[0, 1\).*got 1e\+30"),
     ({"filter_tolerance": "0.1"}, TypeError, "filter_tolerance"),
     ({"filter_tolerance": 0.1, "filter_eps": 0.01}, ValueError, "exclude each other"),
     ({"filter_tolerance": 0.1, "filter_eps": "auto"}, ValueError, "filter_tolerance=0.1 alone"),
@@ -198,6 +200,15 @@ def test_bad_filter_arguments(kwargs, error, match):
     x, w, t = zipf(64, H, V, F32, seed=18)
     with pytest.raises(error, match=match):
         tg.fused_linear_cross_entropy(x, w, t, **kwargs)
+
+
+@pytest.mark.parametrize("tolerance", [1.0, 1e30, -0.5, float("nan")])
+def test_core_refuses_a_tolerance_that_bounds_nothing(tolerance):
+    """The C++ check behind the Python one (C++ callers): tau >= 1 would let every block go."""
+    from tilegrad import _core
+    x, w, t = zipf(64, H, V, F32, seed=18)
+    with pytest.raises(ValueError, match=r"filter_tolerance must be in \[0, 1\)"):
+        _core.fused_linear_cross_entropy(x, w, t, filter_tolerance=tolerance)
 
 
 def test_products_with_few_skippable_blocks_run_whole(monkeypatch):

@@ -1,5 +1,5 @@
 """aclnnSiluBackward through the aclnn C ABI (ctypes): results over dtypes, strides and broadcasting
-equal the Python API's; every SEMANTICS 0/1 error code with its message; executor rules."""
+equal the Python API's; every specification section 0 / 1 error code with its message; executor rules."""
 
 import ctypes
 

@@ -1,8 +1,10 @@
-"""examples/train_lm.py end to end: --quick --compare (both paths, plot, logs, table), the tokenizer
+"""examples/train_lm.py end to end: a short run (logs, summary, checkpoint, sample), the tokenizer
 cache, resume after an interruption (the same losses as the uninterrupted run), the first steps'
-losses of tilegrad and PyTorch side by side."""
+losses of tilegrad and PyTorch side by side, and every mistake refused in one line. The comparison of
+both paths (plot, table, timing) is benchmarks/bench_train_lm.py's: tests/test_example_bench_train_lm.py."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,13 +16,23 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 pytest.importorskip("tqdm")
-pytest.importorskip("matplotlib")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 import train_lm  # noqa: E402
+from train_lm_flags import QUICK, QUICK_STEPS, QUICK_VOCAB  # noqa: E402
 
-QUICK_STEPS = train_lm.QUICK["steps"]
+
+
+def main_stopped(argv):
+    """train_lm.main(argv) where `--stop-at STEP` in argv (the tests' own, not a flag of train_lm) stops
+    the run after STEP steps, exactly as a Ctrl-C during that step would."""
+    at = argv.index("--stop-at")
+    step, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
+    ctrl_c = train_lm.StopFlag.should_stop
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_lm.StopFlag, "should_stop", lambda self, done: done >= step or ctrl_c(self, done))
+        return train_lm.main(argv)
 
 
 def records(log_file: Path, kind: str):
@@ -29,53 +41,37 @@ def records(log_file: Path, kind: str):
 
 
 @pytest.fixture(scope="module")
-def compare_run(tmp_path_factory):
-    """One `--quick --compare` run in a fresh process (the command a user types), shared by the tests."""
+def quick_run(tmp_path_factory):
+    """One short run of a small model in a fresh process (the command a user types), shared by the tests."""
     root = tmp_path_factory.mktemp("train_lm")
     out, cache = root / "run", root / "cache"
-    cmd = [sys.executable, str(EXAMPLES / "train_lm.py"), "--quick", "--compare", "--out", str(out),
-           "--cache-dir", str(cache)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, str(EXAMPLES / "train_lm.py"), *QUICK, "--out", str(out),
+                             "--cache-dir", str(cache)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out, cache, result.stdout
 
 
-def test_compare_writes_plot_logs_and_table(compare_run):
-    out, _, stdout = compare_run
-    png = (out / "loss.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    for path in train_lm.PATHS:
-        train = records(out / path / train_lm.LOG, "train_loss")
-        val = records(out / path / train_lm.LOG, "val_loss")
-        assert [s for s, _ in train] == list(range(1, QUICK_STEPS + 1))
-        assert val[0][0] == 0 and val[-1][0] == QUICK_STEPS
-        assert val[-1][1] < val[0][1] - 0.5  # it learns: ~6.25 -> ~5.3 nats with the quick settings
-        summary = json.loads((out / path / train_lm.SUMMARY).read_text())
-        assert summary["path"] == path and summary["steps"] == QUICK_STEPS
-        assert summary["ms_per_step"] > 0 and summary["peak_memory_mib"] is not None
-        assert (out / path / train_lm.CHECKPOINT).is_file()
-    table = (out / "summary.md").read_text()
-    for row in ("ms per step", "tokens / s", "peak memory", "final train loss", "validation loss"):
-        assert row in table and row in stdout
-    assert "--- sample ---" in stdout
+def test_a_run_writes_its_log_summary_checkpoint_and_sample(quick_run):
+    out, _, stdout = quick_run
+    train = records(out / train_lm.LOG, "train_loss")
+    val = records(out / train_lm.LOG, "val_loss")
+    assert [s for s, _ in train] == list(range(1, QUICK_STEPS + 1))
+    assert val[0][0] == 0 and val[-1][0] == QUICK_STEPS
+    assert val[-1][1] < val[0][1] - 0.5  # it learns: ~6.25 -> ~5.3 nats with the quick settings
+    summary = json.loads((out / train_lm.SUMMARY).read_text())
+    assert summary["path"] == "tilegrad" and summary["steps"] == QUICK_STEPS
+    assert summary["ms_per_step"] > 0 and summary["peak_memory_mib"] is not None
+    assert summary["final_val_loss"] == val[-1][1]
+    assert torch.load(out / train_lm.CHECKPOINT, weights_only=True)["completed"] == QUICK_STEPS
+    sample = stdout.split("--- sample ---\n")[1].split("\n--------------")[0]
+    assert sample.startswith("The ") and len(sample) > len("The ")  # the prompt, then the generated tokens
 
 
-def test_both_paths_have_the_same_losses(compare_run):
-    """Same seed, same batches: the fused tilegrad loss follows PyTorch's step by step."""
-    out, _, _ = compare_run
-    logs = {p: dict(records(out / p / train_lm.LOG, "train_loss")) for p in train_lm.PATHS}
-    for step in range(1, 6):  # the first steps: agree to float32 rounding
-        assert logs["tilegrad"][step] == pytest.approx(logs["pytorch"][step], rel=1e-4), step
-    vals = {p: records(out / p / train_lm.LOG, "val_loss")[-1][1] for p in train_lm.PATHS}
-    assert vals["tilegrad"] == pytest.approx(vals["pytorch"], rel=0.02)
-
-
-def test_tokenizer_is_trained_once_then_cached(compare_run):
-    out, cache, stdout = compare_run
-    assert stdout.count("tokenizer: trained") == 1  # the --compare parent
-    assert stdout.count("tokenizer: cached") == 2  # both training processes
-    data = train_lm.prepare_data(None, train_lm.QUICK["vocab"], cache)
-    assert data.from_cache and data.tokenizer.get_vocab_size() == train_lm.QUICK["vocab"]
+def test_tokenizer_is_trained_once_then_cached(quick_run):
+    out, cache, stdout = quick_run
+    assert stdout.count("tokenizer: trained") == 1
+    data = train_lm.prepare_data(None, QUICK_VOCAB, cache)
+    assert data.from_cache and data.tokenizer.get_vocab_size() == QUICK_VOCAB
     assert data.tokenizer_file.parent.parent == cache
     text = "def f(x):\n    return x"
     assert data.tokenizer.decode(data.tokenizer.encode(text).ids) == text  # byte level: lossless
@@ -90,38 +86,32 @@ def test_builtin_corpora_split_into_train_and_validation():
         assert docs[5] in val and docs[5] not in train
 
 
-def test_resume_continues_with_the_same_losses(compare_run, tmp_path):
+def test_resume_continues_with_the_same_losses(quick_run, tmp_path):
     """Stopped after 10 steps (as Ctrl-C would), resumed: every later loss equals the uninterrupted run's."""
-    out, cache, _ = compare_run
+    out, cache, _ = quick_run
     run = tmp_path / "interrupted"
-    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0"]
-    stopped = train_lm.main(common + ["--out", str(run), "--stop-at", "10"])
+    common = [*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0"]
+    stopped = main_stopped(common + ["--out", str(run), "--stop-at", "10"])
     assert stopped["steps"] == 10
     assert torch.load(run / train_lm.CHECKPOINT, weights_only=True)["completed"] == 10
     resumed = train_lm.main(["--resume", str(run), "--sample-tokens", "0"])
     assert resumed["steps"] == QUICK_STEPS
     for kind in ("train_loss", "val_loss"):
         got = records(run / train_lm.LOG, kind)
-        want = records(out / "tilegrad" / train_lm.LOG, kind)
+        want = records(out / train_lm.LOG, kind)
         assert [s for s, _ in got] == [s for s, _ in want]  # no step logged twice or lost
         assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6, abs=1e-6)
 
 
-def test_resume_of_a_compare_folder_continues_its_tilegrad_run(compare_run, tmp_path, capsys):
-    """--compare writes one run per path under OUT (OUT/tilegrad, OUT/pytorch, as its children's --out);
-    --resume OUT continues the tilegrad one and says so; a folder with neither checkpoint is named."""
-    out, cache, _ = compare_run
-    folder = tmp_path / "compare"
-    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0"]
-    train_lm.main(common + ["--out", str(folder / "tilegrad"), "--stop-at", "10"])  # as the child writes it
-    resumed = train_lm.main(["--resume", str(folder), "--sample-tokens", "0"])
-    assert resumed["steps"] == QUICK_STEPS
-    assert "resuming its tilegrad run" in capsys.readouterr().out
-    got = records(folder / "tilegrad" / train_lm.LOG, "val_loss")
-    want = records(out / "tilegrad" / train_lm.LOG, "val_loss")
-    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6, abs=1e-6)
-    with pytest.raises(SystemExit, match=r"--resume needs .*checkpoint\.pt \(a run folder\) or .*tilegrad"):
-        train_lm.main(["--resume", str(tmp_path / "empty")])
+def test_resume_of_a_folder_without_a_checkpoint_names_the_runs_inside(tmp_path):
+    """benchmarks/bench_train_lm.py writes one run per path under OUT: --resume OUT names them."""
+    for path in ("tilegrad", "pytorch"):
+        (tmp_path / path).mkdir()
+        (tmp_path / path / train_lm.CHECKPOINT).write_bytes(b"saved")
+    message = refusal(["--resume", tmp_path], main=True)
+    assert f"--resume needs a run folder, and {tmp_path / train_lm.CHECKPOINT} does not exist: it holds runs in " \
+           f"{tmp_path / 'pytorch'}, {tmp_path / 'tilegrad'}, resume one of them" in message
+    assert "holds runs" not in refusal(["--resume", tmp_path / "pytorch" / "empty"], main=True)
 
 
 def tiny_model(baseline: bool, param_dtype: str = "float32"):
@@ -163,11 +153,11 @@ def test_tilegrad_step_clips_like_clip_grad_norm():
 
 
 @pytest.mark.parametrize("flag, value", [("--dtype", "bfloat16"), ("--param-dtype", "bfloat16")])
-def test_bfloat16_first_steps_match(compare_run, flag, value):
+def test_bfloat16_first_steps_match(quick_run, flag, value):
     """bf16 autocast, or bf16 parameters (tilegrad: fp32 masters; torch: bf16 AdamW): the first
     losses of both paths agree to bf16 rounding."""
-    _, cache, _ = compare_run
-    args = train_lm.parse_args(["--quick", "--cache-dir", str(cache), flag, value])
+    _, cache, _ = quick_run
+    args = train_lm.parse_args([*QUICK, "--cache-dir", str(cache), flag, value])
     data = train_lm.prepare_data(None, args.vocab, cache)
     cfg = train_lm.model_config(args, data)
     losses = {}
@@ -180,15 +170,15 @@ def test_bfloat16_first_steps_match(compare_run, flag, value):
     assert losses[False] == pytest.approx(losses[True], rel=2e-2)
 
 
-def test_bfloat16_parameters_resume_with_their_master_weights(compare_run, tmp_path):
+def test_bfloat16_parameters_resume_with_their_master_weights(quick_run, tmp_path):
     """--param-dtype bfloat16: the checkpoint holds bf16 params and the optimizer's fp32 masters and
     moments, so a resumed run continues with the uninterrupted run's losses."""
-    _, cache, _ = compare_run
-    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--param-dtype", "bfloat16",
+    _, cache, _ = quick_run
+    common = [*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0", "--param-dtype", "bfloat16",
               "--steps", "12", "--eval-interval", "6"]
     whole = train_lm.main(common + ["--out", str(tmp_path / "whole")])
     assert whole["param_dtype"] == "bfloat16" and whole["final_val_loss"] < whole["first_val_loss"] - 0.3
-    train_lm.main(common + ["--out", str(tmp_path / "part"), "--stop-at", "6"])
+    main_stopped(common + ["--out", str(tmp_path / "part"), "--stop-at", "6"])
     ckpt = torch.load(tmp_path / "part" / train_lm.CHECKPOINT, weights_only=True)
     assert {t.dtype for t in ckpt["model"].values() if t.is_floating_point()} == {torch.bfloat16}
     state = next(iter(ckpt["optimizer"]["state"].values()))
@@ -203,48 +193,47 @@ def test_bfloat16_parameters_resume_with_their_master_weights(compare_run, tmp_p
 
 def test_ctrl_c_requests_a_stop_between_steps():
     """SIGINT only sets the flag (the loop checkpoints between whole steps); a second one interrupts."""
-    with train_lm.StopFlag(stop_at=None) as stop:
+    with train_lm.StopFlag() as stop:
         assert not stop.should_stop(0)
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.should_stop(0)
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-    assert train_lm.StopFlag(stop_at=5).should_stop(5)
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--dim", "100", "--heads", "3"], "--dim must be a multiple of --heads (3), got 100"),
     (["--steps", "0"], "--steps must be >= 1, got 0"),
     (["--vocab", "100"], "--vocab must be >= 260"),
-    (["--compare", "--baseline"], "--compare runs both paths itself"),
     (["--text", "/nonexistent/file.txt"], "--text must be a readable file, got /nonexistent/file.txt"),
     (["--filter", "0"], "--filter TAU must be in (0, 1), got 0.0"),
     (["--filter", "1.5"], "--filter TAU must be in (0, 1), got 1.5"),
     (["--filter", "--baseline"], "--filter applies to the tilegrad path"),
 ])
 def test_bad_flags_name_the_flag_and_value(argv, message):
-    with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         train_lm.parse_args(argv)
+    assert info.value.code == 2  # argparse's status for a command-line mistake
 
 
 def test_text_too_short_for_the_context_is_refused(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("hello world\nthis is short\n")
     with pytest.raises(SystemExit, match="too short for --context 64"):
-        train_lm.main(["--quick", "--text", str(short), "--cache-dir", str(tmp_path / "cache"),
+        train_lm.main([*QUICK, "--text", str(short), "--cache-dir", str(tmp_path / "cache"),
                        "--out", str(tmp_path / "out")])
 
 
-def test_filter_trains_within_the_bound_and_logs_the_skipped_blocks(compare_run, tmp_path, monkeypatch):
+def test_filter_trains_within_the_bound_and_logs_the_skipped_blocks(quick_run, tmp_path, monkeypatch):
     """--filter TAU: the LM head's gradients are filtered within the bound (every skip it allows:
     TILEGRAD_FLCE_FILTER_MIN_SKIP=0), each step's log record carries the skipped shares and the
     largest dropped fraction (<= TAU), the loss of the first step is the exact run's (the forward is
-    never filtered) and the run stays close to it; the by-step table renders. The model is wide
+    never filtered) and the run stays close to it. The model is wide
     enough (--dim 256) for the LM head to take tilegrad's fused kernel, not the small-size composite."""
-    _, cache, _ = compare_run
+    _, cache, _ = quick_run
     monkeypatch.setenv("TILEGRAD_FLCE_FILTER_MIN_SKIP", "0")
     tau = 0.6  # (vocabulary 512: four 128-column blocks, each about a quarter of a row's bound sum)
-    common = ["--quick", "--cache-dir", str(cache), "--sample-tokens", "0", "--dim", "256", "--steps", "6",
+    common = [*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0", "--dim", "256", "--steps", "6",
               "--eval-interval", "3"]
     exact = train_lm.main(common + ["--out", str(tmp_path / "exact")])
     filtered = train_lm.main(common + ["--out", str(tmp_path / "filtered"), "--filter", str(tau)])
@@ -260,14 +249,235 @@ def test_filter_trains_within_the_bound_and_logs_the_skipped_blocks(compare_run,
     filtered_losses = records(tmp_path / "filtered" / train_lm.LOG, "train_loss")
     assert filtered_losses[0] == exact_losses[0]
     assert [v for _, v in filtered_losses] == pytest.approx([v for _, v in exact_losses], rel=0.05)
-    table = train_lm.filtering_table(train_lm.read_log(tmp_path / "filtered" / train_lm.LOG), rows=3)
-    assert table.count("\n") == 4 and "| 1-2 |" in table and "| 5-6 |" in table
 
 
-def test_compare_with_filter_pairs_filtered_with_exact_tilegrad():
-    args = train_lm.parse_args(["--quick", "--compare", "--filter"])
-    assert args.filter == train_lm.FILTER_TAU == 2.0 ** -8
-    assert train_lm.compared_paths(args) == ("filtered", "tilegrad")
-    assert train_lm.child_command(args, "filtered")[-2:] == ["--filter", repr(2.0 ** -8)]
-    assert "--filter" not in train_lm.child_command(args, "tilegrad")
-    assert train_lm.compared_paths(train_lm.parse_args(["--quick", "--compare"])) == train_lm.PATHS
+# ----------------------------------------------------------------------------------------------------
+# Never losing a run, never answering with a traceback (issue 29)
+# ----------------------------------------------------------------------------------------------------
+
+def cli(*argv, cwd=None):
+    """The example run as a user runs it: (exit status, stdout, stderr)."""
+    result = subprocess.run([sys.executable, str(EXAMPLES / "train_lm.py"), *map(str, argv)], cwd=cwd,
+                            capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout, result.stderr
+
+
+def folder_bytes(folder: Path):
+    """Every file under folder with its contents (to show that nothing was touched)."""
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def refusal(argv, main=False):
+    """The one-line message and exit status 2 of a command line train_lm refuses (in this process)."""
+    with pytest.raises(SystemExit) as info:
+        (train_lm.main if main else train_lm.parse_args)([str(a) for a in argv])
+    assert info.value.code == 2, info.value
+    message = str(info.value)
+    assert message.startswith("train_lm: ") and "\n" not in message
+    return message
+
+
+def test_a_new_run_into_a_folder_holding_a_run_is_refused_until_overwrite(quick_run, tmp_path):
+    """The same command retyped (or the default --out) must not silently replace a saved run: exit 2
+    with one line naming the folder and the ways on, nothing touched; --overwrite then starts over."""
+    _, cache, _ = quick_run
+    run = tmp_path / "run"
+    common = [*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0", "--out", str(run)]
+    main_stopped(common + ["--stop-at", "6"])
+    before = folder_bytes(run)
+    assert sorted(before) == [train_lm.CHECKPOINT, train_lm.LOG, train_lm.SUMMARY]
+    status, stdout, stderr = cli(*common)
+    assert status == 2 and "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    for part in (f"--out {run} already holds a run", train_lm.CHECKPOINT, f"--resume {run}", "--overwrite",
+                 "new --out"):
+        assert part in stderr, (part, stderr)
+    assert folder_bytes(run) == before
+    main_stopped(common + ["--stop-at", "2", "--overwrite"])
+    assert torch.load(run / train_lm.CHECKPOINT, weights_only=True)["completed"] == 2
+    assert [s for s, _ in records(run / train_lm.LOG, "train_loss")] == [1, 2]  # a fresh log
+
+
+def test_the_default_out_folder_is_guarded_too(tmp_path):
+    """No --out: runs/train_lm under the working directory, refused when it holds a checkpoint."""
+    default = tmp_path / "runs" / "train_lm"
+    default.mkdir(parents=True)
+    (default / train_lm.CHECKPOINT).write_bytes(b"a run of 40 steps")
+    status, _, stderr = cli(*QUICK, cwd=tmp_path)
+    assert status == 2 and "Traceback" not in stderr
+    assert "--out runs/train_lm already holds a run (checkpoint.pt)" in stderr, stderr
+    assert (default / train_lm.CHECKPOINT).read_bytes() == b"a run of 40 steps"
+
+
+def test_binary_and_non_utf8_text_is_refused_naming_the_file_and_the_byte(tmp_path):
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"PK\x03\x04" + bytes(range(256)))
+    message = refusal(["--text", binary])
+    assert f"--text {binary} is binary (a NUL byte at offset 4" in message
+    latin1 = tmp_path / "latin1.txt"
+    text = "first line\nsecond line\nthe caf\u00e9 on the third line\n"
+    latin1.write_bytes(text.encode("latin-1"))
+    offset = text.index("\u00e9")  # one byte per character in Latin-1
+    message = refusal(["--text", latin1])
+    assert f"--text {latin1} is not UTF-8: byte 0xe9 at offset {offset} (line 3)" in message
+    assert "iconv" in message
+
+
+def test_out_and_cache_dir_naming_a_file_are_refused(tmp_path):
+    file = tmp_path / "notes.txt"
+    file.write_text("not a folder")
+    assert f"--out must name a folder, got {file}, and {file} is a file" in refusal(["--out", file])
+    assert f"and {file} is a file" in refusal(["--out", file / "run"])
+    assert f"--cache-dir must name a folder, got {file}" in refusal(["--cache-dir", file])
+    assert file.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("contents, why", [
+    (b"", "an empty file"),
+    (b"\x80\x02garbage that is no zip archive", "torch.load failed"),
+    ("truncated", "torch.load failed"),
+    ("foreign", "not a train_lm checkpoint"),
+])
+def test_resume_of_an_unreadable_checkpoint_is_refused(tmp_path, contents, why):
+    """An empty, damaged or foreign checkpoint.pt: one line naming it, never torch's advice to unpickle
+    it with weights_only=False."""
+    file = tmp_path / train_lm.CHECKPOINT
+    if contents == "foreign":
+        torch.save({"weights": torch.ones(3)}, file)
+    elif contents == "truncated":
+        torch.save({"model": {"w": torch.ones(1000)}, "optimizer": {}, "completed": 3, "args": {}}, file)
+        file.write_bytes(file.read_bytes()[:-200])
+    else:
+        file.write_bytes(contents)
+    before = file.read_bytes()
+    message = refusal(["--resume", tmp_path], main=True)
+    assert f"--resume {tmp_path}: {file} cannot be resumed ({why}" in message
+    assert "weights_only" not in message and f"--out {tmp_path} --overwrite" in message
+    assert file.read_bytes() == before
+
+
+def test_an_odd_head_dimension_is_refused_with_a_working_suggestion():
+    message = refusal(["--dim", "66", "--heads", "2"])
+    assert "--dim / --heads must give an even head dimension, got --dim 66 / --heads 2 = 33" in message
+    suggested = int(message.split("e.g. --dim ")[1].rstrip(")"))
+    args = train_lm.parse_args(["--dim", str(suggested), "--heads", "2"])
+    assert args.dim // args.heads % 2 == 0
+
+
+def test_resume_refuses_typed_flags_that_differ_from_the_checkpoint(quick_run, tmp_path):
+    """Only typed flags count: --resume DIR --dim 128 --baseline names both with the saved values and
+    touches nothing; flags typed with the checkpoint's own values, and --steps / --lr, are accepted."""
+    _, cache, _ = quick_run
+    run = tmp_path / "run"
+    main_stopped([*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0", "--out", str(run),
+                   "--stop-at", "4", "--steps", "6"])
+    before = folder_bytes(run)
+    message = refusal(["--resume", run, "--dim", "128", "--baseline", "--corpus", "pydoc"], main=True)
+    assert "--dim 128 (checkpoint: --dim 64)" in message and "--baseline (checkpoint: no --baseline)" in message
+    assert "--corpus" not in message.split("drop them")[0]  # the saved value, typed: no conflict
+    assert "--vocab" not in message  # not typed: never compared
+    assert folder_bytes(run) == before
+    resumed = train_lm.main(["--resume", str(run), *QUICK, "--dim", "64", "--steps", "8", "--lr", "1e-3",
+                             "--sample-tokens", "0"])
+    assert resumed["steps"] == 8
+    lrs = {r["step"]: r["lr"] for r in train_lm.read_log(run / train_lm.LOG) if "lr" in r}
+    assert lrs[5] == pytest.approx(train_lm.learning_rate(4, 8, 1e-3))  # the new schedule from step 5 on
+    assert lrs[4] == pytest.approx(train_lm.learning_rate(3, 6, train_lm.DEFAULTS["lr"]))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--resume", "RUN", "--overwrite"], "--overwrite starts a new run, --resume RUN continues one"),
+    (["--resume", "RUN", "--out", "OTHER"], "--resume RUN writes into RUN, got --out OTHER: drop --out"),
+    (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    (["--seed", str(2 ** 70)], f"--seed must be in [0, 2^32), got {2 ** 70}"),
+    (["--vocab", "1000000000"], "--vocab must be <= 1048576, got 1000000000"),
+])
+def test_more_bad_flags_are_refused(argv, message):
+    assert message in refusal(argv)
+
+
+def test_a_diverging_run_stops_without_saving_and_keeps_the_good_checkpoint(quick_run, tmp_path):
+    """--lr 30: the loss becomes NaN; the run stops naming the step and the loss and advising a lower
+    --lr, without a NaN checkpoint over the good one, a NaN in the log or a crash in sampling."""
+    _, cache, _ = quick_run
+    run = tmp_path / "run"
+    main_stopped([*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0", "--out", str(run),
+                   "--stop-at", "3"])
+    good = (run / train_lm.CHECKPOINT).read_bytes()
+    with pytest.raises(SystemExit) as info:
+        train_lm.main(["--resume", str(run), "--lr", "30"])
+    message = str(info.value)
+    assert info.value.code == message and "\n" not in message  # printed as the one line, exit status 1
+    step = int(message.split("step ")[1].split(":")[0])
+    assert f"train_lm: step {step}: the training loss is nan" in message or \
+        f"train_lm: step {step}: the validation loss is nan" in message, message
+    for part in ("stopped without saving a checkpoint", "--lr 30.0 is probably too high",
+                 f"--resume {run} --lr SMALLER"):
+        assert part in message, (part, message)
+    assert (run / train_lm.CHECKPOINT).read_bytes() == good
+    logged = train_lm.read_log(run / train_lm.LOG)
+    assert all(math.isfinite(v) for r in logged for k, v in r.items() if k.endswith("loss"))
+    assert max(r["step"] for r in logged) in (step - 1, step)
+    fresh = tmp_path / "fresh"  # a new run: nothing saved at all, the way on is to start over
+    with pytest.raises(SystemExit, match=r"the training loss is nan .*start over with --overwrite --lr SMALLER"):
+        train_lm.main([*QUICK, "--cache-dir", str(cache), "--out", str(fresh), "--lr", "30"])
+    assert not (fresh / train_lm.CHECKPOINT).exists() and not (fresh / train_lm.SUMMARY).exists()
+
+
+def test_weights_gone_non_finite_are_never_saved(quick_run, tmp_path, monkeypatch):
+    """A step whose update leaves an infinite weight behind a finite loss, then a stop (as
+    Ctrl-C) before any validation: the run refuses to save, the good checkpoint stays."""
+    _, cache, _ = quick_run
+    run = tmp_path / "run"
+    common = [*QUICK, "--cache-dir", str(cache), "--sample-tokens", "0", "--eval-interval", "20"]
+    main_stopped(common + ["--out", str(run), "--stop-at", "2"])
+    good = (run / train_lm.CHECKPOINT).read_bytes()
+    real_step = train_lm.train_step
+
+    def step_then_break_a_weight(model, *args):
+        loss = real_step(model, *args)
+        with torch.no_grad():
+            next(model.parameters())[0, 0] = float("inf")
+        return loss
+
+    monkeypatch.setattr(train_lm, "train_step", step_then_break_a_weight)
+    with pytest.raises(SystemExit, match=r"step 3: the weights are no longer finite \(diverged\); stopped without"):
+        main_stopped(["--resume", str(run), "--stop-at", "3"])
+    assert (run / train_lm.CHECKPOINT).read_bytes() == good
+
+
+def test_resume_on_a_text_changed_since_warns_or_refuses(tmp_path, capfd):
+    """--text edited after the checkpoint: other tokens, so the run is not the one saved: a loud
+    warning; a vocabulary the checkpoint's model cannot take: one line, exit 2, instead of
+    load_state_dict's traceback."""
+    docs = train_lm.load_documents(None)
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(docs[:30]))
+    run = tmp_path / "run"
+    main_stopped([*QUICK, "--text", str(text), "--cache-dir", str(tmp_path / "cache"), "--out", str(run),
+                   "--stop-at", "2"])
+    text.write_text("".join(docs[30:60]))
+    resumed = main_stopped(["--resume", str(run), "--stop-at", "3"])
+    assert resumed["steps"] == 3
+    assert f"warning: --resume {run}: the text gives other tokens than those the checkpoint was trained on" \
+        in capfd.readouterr().err
+    text.write_text("ab\n" * 20_000)  # a handful of BPE tokens: fewer rows than the checkpoint's embedding
+    before = folder_bytes(run)
+    message = refusal(["--resume", run], main=True)
+    assert f"--resume {run}: the text gives a vocabulary of" in message and "the checkpoint's model has 512" in message
+    assert folder_bytes(run) == before
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+def test_bf16_loss_is_float32_unrounded_on_both_paths(baseline):
+    """--param-dtype bfloat16 logs float32 losses: the LM head's loss of bf16 hidden states and weights
+    equals the float64 cross entropy of the same values, not its bf16 rounding (steps of 1/32 near 6)."""
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, 32, generator=gen).to(torch.bfloat16)
+    weight = (torch.randn(500, 32, generator=gen) * 0.3).to(torch.bfloat16)
+    target = torch.randint(0, 500, (64,), generator=gen)
+    loss = train_lm.make_ops(baseline).lm_loss(hidden, weight, target)
+    logits = hidden.double() @ weight.double().T
+    expected = float(torch.nn.functional.cross_entropy(logits, target))
+    assert loss.dtype == torch.float32
+    assert abs(float(loss) - expected) <= 2e-3 * expected  # bf16 logits of the baseline: one rounding
+    assert float(loss) != float(torch.tensor(expected).to(torch.bfloat16))

@@ -1,5 +1,5 @@
-"""examples/train_lm.py under torch.distributed: 2 processes on this machine over loopback (gloo),
---quick. Data parallel and the vocabulary-parallel LM head against the single-process run (same
+"""examples/train_lm_distributed.py (train_lm.py under torch.distributed): 2 processes on this machine over loopback (gloo),
+the tests' small model (train_lm_flags.QUICK). Data parallel and the vocabulary-parallel LM head against the single-process run (same
 global batch, seed and steps), Ctrl-C on the launcher then --resume (on 2 processes and on 1), a
 killed rank, ranks started with different options."""
 
@@ -19,9 +19,10 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("tqdm")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SCRIPT = EXAMPLES / "train_lm.py"
+SCRIPT = EXAMPLES / "train_lm_distributed.py"
 sys.path.insert(0, str(EXAMPLES))
 import train_lm  # noqa: E402
+from train_lm_flags import QUICK, QUICK_VOCAB, quick_value  # noqa: E402
 import train_lm_distributed  # noqa: E402
 
 STEPS = 50  # the issue's "over 50 steps"
@@ -66,7 +67,7 @@ def runs(tmp_path_factory):
     counterparts, shared by the tests."""
     root = tmp_path_factory.mktemp("train_lm_distributed")
     cache = root / "cache"
-    common = ["--quick", "--steps", str(STEPS), "--cache-dir", str(cache)]
+    common = [*QUICK, "--steps", str(STEPS), "--cache-dir", str(cache)]
     train_lm.main(common + ["--out", str(root / "single"), "--sample-tokens", "0"])
     data = torchrun(*common, "--out", str(root / "data"))
     vocab = torchrun(*common, "--out", str(root / "vocab"), "--parallel", "vocab", "--sample-tokens", "0")
@@ -93,7 +94,7 @@ def test_only_rank_0_prints_and_writes(runs):
     assert sorted(p.name for p in (root / "data").iterdir()) == ["checkpoint.pt", "log.jsonl", "summary.json"]
     # one record per step and per validation: nobody else appended to the log
     records = train_lm.read_log(root / "data" / train_lm.LOG)
-    assert len(records) == STEPS + STEPS // train_lm.QUICK["eval_interval"] + 1
+    assert len(records) == STEPS + STEPS // quick_value("--eval-interval") + 1
 
 
 def test_vocab_parallel_losses_equal_single_process(runs):
@@ -109,8 +110,8 @@ def test_vocab_parallel_holds_half_the_head_per_rank(runs):
     got = summary(runs["root"] / "vocab")
     assert (got["world_size"], got["parallel"]) == (2, "vocab")
     memory = got["lm_head_memory"]
-    vocab, dim = train_lm.QUICK["vocab"], train_lm.QUICK["dim"]
-    assert memory["tied_to_embedding"] is True  # --quick keeps the default --tie 1: the embedding is sharded too
+    vocab, dim = QUICK_VOCAB, quick_value("--dim")
+    assert memory["tied_to_embedding"] is True  # QUICK keeps the default --tie 1: the embedding is sharded too
     assert memory["per_rank"] == {"rows": vocab // 2, "weight_bytes": vocab // 2 * dim * 4,
                                   "grad_bytes": vocab // 2 * dim * 4, "optimizer_state_bytes": vocab * dim * 4}
     assert memory["one_process"]["rows"] == vocab
@@ -174,7 +175,7 @@ def start_rank(rank: int, port: int, argv: list, env_extra: dict = None) -> subp
 
 def test_a_killed_rank_stops_the_others_with_a_clear_error(runs, tmp_path):
     out = tmp_path / "killed"
-    argv = ["--quick", "--steps", "100000", "--cache-dir", str(runs["cache"]), "--out", str(out),
+    argv = [*QUICK, "--steps", "100000", "--cache-dir", str(runs["cache"]), "--out", str(out),
             "--dist-timeout", "60"]
     port = free_port()
     ranks = [start_rank(r, port, argv) for r in range(2)]
@@ -193,7 +194,7 @@ def test_a_killed_rank_stops_the_others_with_a_clear_error(runs, tmp_path):
 
 def test_ranks_with_different_options_stop_at_start_up(runs, tmp_path):
     port = free_port()
-    common = ["--quick", "--cache-dir", str(runs["cache"]), "--out", str(tmp_path / "mismatch")]
+    common = [*QUICK, "--cache-dir", str(runs["cache"]), "--out", str(tmp_path / "mismatch")]
     ranks = [start_rank(0, port, common + ["--vocab", "512"]), start_rank(1, port, common + ["--vocab", "600"])]
     results = [proc.communicate(timeout=HANG_GUARD_S) for proc in ranks]
     for rank, (proc, (_, stderr)) in enumerate(zip(ranks, results)):
@@ -204,7 +205,19 @@ def test_ranks_with_different_options_stop_at_start_up(runs, tmp_path):
 
 def test_vocab_parallel_without_torchrun_is_refused(tmp_path):
     with pytest.raises(SystemExit, match=r"--parallel vocab needs several processes: start it with torchrun"):
-        train_lm.main(["--quick", "--parallel", "vocab", "--out", str(tmp_path)])
+        train_lm_distributed.main([*QUICK, "--parallel", "vocab", "--out", str(tmp_path)])
+
+
+def test_train_lm_under_torchrun_points_to_the_distributed_example(tmp_path):
+    """train_lm.py alone knows one process: started as a rank of several it stops before writing,
+    naming the script that trains on several (instead of each rank training the whole run alone)."""
+    env = dict(one_thread_env(), RANK="0", WORLD_SIZE="2")
+    r = subprocess.run([sys.executable, str(EXAMPLES / "train_lm.py"), *QUICK, "--out", str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "train_lm: started as rank 0 of 2 processes (torchrun): train_lm.py runs in one process; use " \
+           "examples/train_lm_distributed.py" in r.stderr, r.stderr
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("vocab, world", [(512, 2), (513, 2), (1000, 3), (7, 7)])
@@ -214,3 +227,37 @@ def test_vocabulary_shards_cover_every_row_once(vocab, world):
     assert all(bounds[r][1] == bounds[r + 1][0] for r in range(world - 1))
     sizes = [end - start for start, end in bounds]
     assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+
+
+# ----------------------------------------------------------------------------------------------------
+# tilegrad.torch.distributed.run_then_exit: the gloo work-around the examples use as entry point
+# ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, status, stderr_has", [
+    ("pass", 0, None),
+    ("raise SystemExit(3)", 3, None),
+    ("raise SystemExit('example: bad flag')", 1, "example: bad flag"),
+    ("raise ValueError('boom')", 1, "ValueError: boom"),
+])
+def test_run_then_exit_gives_the_status_of_main_after_the_exit_handlers(body, status, stderr_has):
+    """The status the interpreter would give (0, the SystemExit code, 1 after a printed message or a
+    traceback); the atexit handlers have run and the output is flushed before os._exit."""
+    code = ("import atexit, sys\n"
+            "from tilegrad.torch.distributed import run_then_exit\n"
+            "atexit.register(lambda: print('handler ran', flush=True))\n"
+            "def main():\n"
+            "    print('main ran', end='')\n"  # unflushed: run_then_exit must flush it
+            f"    {body}\n"
+            "run_then_exit(main)\n"
+            "print('never reached')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == status, r.stderr
+    assert r.stdout == "main ranhandler ran\n"
+    if stderr_has is not None:
+        assert stderr_has in r.stderr
+
+
+def test_run_then_exit_refuses_a_non_callable():
+    from tilegrad.torch.distributed import run_then_exit
+    with pytest.raises(TypeError, match=r"tilegrad\.torch\.distributed\.run_then_exit: main must be callable, got int"):
+        run_then_exit(3)

@@ -2,7 +2,7 @@
 // API passes tilegrad::Reduction; the C ABI passes the vendor's forms: a string for cross entropy
 // ("none" | "mean" | "sum", null meaning "mean") and an int64 code (0 none, 1 mean, 2 sum) for
 // binary cross entropy. A value that is none of the three is kept together with its message, which
-// require_valid raises (161002) at the attribute step of the validation order (SEMANTICS section 0:
+// require_valid raises (161002) at the attribute step of the validation order (specification section 0:
 // after dtypes, ranks and shapes), so a call with several mistakes reports the same one whichever
 // form it came in.
 #pragma once

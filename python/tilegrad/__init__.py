@@ -23,6 +23,7 @@ from ._adamw import adamw_grad_norm, apply_adam_w, fused_adamw
 from ._binary_cross_entropy_with_logits import binary_cross_entropy_with_logits
 from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
 from ._embedding_dense_backward import embedding_dense_backward
+from ._flash_attention_score import flash_attention_score, flash_attention_score_grad
 from ._fused_linear_cross_entropy import (
     fused_cross_entropy_loss_with_max_sum,
     fused_linear_cross_entropy,
@@ -52,6 +53,8 @@ __all__ = [
     "cross_entropy_loss_grad",
     "detected_isa",
     "embedding_dense_backward",
+    "flash_attention_score",
+    "flash_attention_score_grad",
     "fused_adamw",
     "fused_cross_entropy_loss_with_max_sum",
     "fused_linear_cross_entropy",

@@ -79,6 +79,23 @@ def cross_entropy_loss_grad(grad_loss: np.ndarray, log_prob: np.ndarray, target:
 def _cross_entropy_loss_grad_tiling(rows: int, cols: int, bytes_per_elem: int, out_contiguous: bool, threads: int,
                                     l1_bytes: int = ..., l2_bytes: int = ..., l3_bytes: int = ...,
                                     isa: str = ...) -> dict: ...
+def flash_attention_score(query: np.ndarray, key: np.ndarray, value: np.ndarray, atten_mask: Optional[np.ndarray],
+                          scale_value: float, keep_prob: float, pre_tokens: int, next_tokens: int, head_num: int,
+                          input_layout: str, inner_precise: int, sparse_mode: int,
+                          softmax_max_out: Optional[np.ndarray] = ..., softmax_sum_out: Optional[np.ndarray] = ...,
+                          out: Optional[np.ndarray] = ...) -> tuple: ...
+def flash_attention_score_grad(query: np.ndarray, key: np.ndarray, value: np.ndarray, dy: np.ndarray,
+                               atten_mask: Optional[np.ndarray], softmax_max: np.ndarray, softmax_sum: np.ndarray,
+                               attention_out: np.ndarray, scale_value: float, keep_prob: float, pre_tokens: int,
+                               next_tokens: int, head_num: int, input_layout: str, inner_precise: int,
+                               sparse_mode: int, dq_out: Optional[np.ndarray] = ..., dk_out: Optional[np.ndarray] = ...,
+                               dv_out: Optional[np.ndarray] = ...) -> tuple: ...
+def _flash_attention_score_tiling(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int,
+                                  value_dim: int, threads: int, l1_bytes: int = ..., l2_bytes: int = ...,
+                                  l3_bytes: int = ..., isa: str = ...) -> dict: ...
+def _flash_attention_score_grad_tiling(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int,
+                                       head_dim: int, value_dim: int, threads: int, l1_bytes: int = ...,
+                                       l2_bytes: int = ..., l3_bytes: int = ..., isa: str = ...) -> dict: ...
 def rms_norm(x: np.ndarray, gamma: np.ndarray, epsilon: float, out: Optional[np.ndarray] = ...,
              rstd_out: Optional[np.ndarray] = ...) -> tuple: ...
 def _rms_norm_tiling(rows: int, cols: int, elem_bytes: int, pack_rows: bool, y_dense: bool, threads: int,

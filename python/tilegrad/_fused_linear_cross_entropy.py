@@ -144,7 +144,7 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
         class_weight: optional ``(V,)`` float class weights (PyTorch's ``weight``).
         label_smoothing: in ``[0, 1]``.
         lse_square_scale: z-loss coefficient (>= 0).
-        softcap: optional positive logit cap.
+        softcap: optional logit cap, a float > 0; None or ``inf`` (the limit, ``z``): no cap.
         grad_output: upstream gradient: a scalar, or ``(BT,)`` per row for ``"none"`` (default 1).
         filter_eps: gradient filtering. None (default): exact. ``"auto"``: error-bounded filtering
             at the default tolerance, the same as ``filter_tolerance=filter_tolerance_default(dtype)``
@@ -156,7 +156,7 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
             are each below ``eps`` but their sum is not bounded (on flat distributions it changes
             grad_input by tens of percent).
         memory_budget: workspace bytes for the plan choice (default ``TILEGRAD_FLCE_BUDGET``).
-        filter_tolerance: error-bounded gradient filtering with tolerance ``tau > 0`` (excludes a
+        filter_tolerance: error-bounded gradient filtering with tolerance ``0 < tau < 1`` (excludes a
             float ``filter_eps``). With ``G`` the logits gradient, ``S_i = sum_j |G_ij| ||weight_j||``
             and ``T_j = sum_i |G_ij| ||input_i||``: a 64 x 128 block is left out of
             ``grad_input = G @ weight`` only while every row it covers keeps
@@ -188,15 +188,14 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
     op = "fused_linear_cross_entropy"
     eps, tol = filter_settings(filter_eps, filter_tolerance, getattr(input, "dtype", None))
     weight_average = filter_weight_average(filter_weight_bound)
-    if softcap is not None and not (check_float(op, "softcap", softcap) > 0.0):
-        raise ValueError(f"fused_linear_cross_entropy: softcap must be None or > 0, got {softcap!r}")
+    cap = _softcap(softcap)
     if memory_budget is not None and check_int(op, "memory_budget", memory_budget) <= 0:
         raise ValueError(f"fused_linear_cross_entropy: memory_budget must be None or > 0 bytes, got {memory_budget!r}")
     go = None if grad_output is None else np.asarray(grad_output, dtype=np.float32)
     loss, gi, gw, gb, zl, blocks, bounded = _core.fused_linear_cross_entropy(
         input, weight, target, check_int(op, "ignore_index", ignore_index), reduction, bias, class_weight,
         check_float(op, "label_smoothing", label_smoothing), check_float(op, "lse_square_scale", lse_square_scale),
-        0.0 if softcap is None else float(softcap), go, 0 if memory_budget is None else int(memory_budget), eps, tol,
+        cap, go, 0 if memory_budget is None else int(memory_budget), eps, tol,
         check_bool(op, "grad_input", grad_input), check_bool(op, "grad_weight", grad_weight),
         check_bool(op, "grad_bias", grad_bias), weight_average)
     _last_filter_blocks.value = blocks
@@ -209,16 +208,34 @@ def fused_linear_cross_entropy(input: np.ndarray, weight: np.ndarray, target: np
     return out
 
 
+def _softcap(softcap) -> float:
+    """The core's softcap (0.0: no cap) of ``softcap``: None or ``inf`` (the limit of
+    ``softcap * tanh(z / softcap)``, which is ``z``) mean no cap; otherwise a finite float > 0."""
+    if softcap is None:
+        return 0.0
+    cap = check_float("fused_linear_cross_entropy", "softcap", softcap)
+    if cap == np.inf:
+        return 0.0
+    if not (np.isfinite(cap) and cap > 0.0):
+        raise ValueError(f"fused_linear_cross_entropy: softcap must be a float > 0, or None / inf for no cap, "
+                         f"got {softcap!r}")
+    return cap
+
+
 def filter_settings(filter_eps, filter_tolerance, dtype) -> Tuple[float, float]:
     """``(eps, tolerance)`` of the filtering arguments for inputs of ``dtype`` (0.0: off; at most one is
     set): ``filter_eps`` None, "auto" (bounded at :func:`filter_tolerance_default`) or a float >= 0
-    (the per-entry threshold); ``filter_tolerance`` None or a float >= 0 (bounded)."""
+    (the per-entry threshold); ``filter_tolerance`` None or a float in [0, 1) (bounded; 0.0: off).
+    A tolerance of 1 or more bounds nothing: every row's whole gradient is within it of the exact one
+    (``||exact_i|| <= S_i``), so every block could be dropped."""
     op = "fused_linear_cross_entropy"
     tol = 0.0
     if filter_tolerance is not None:
         tol = check_float(op, "filter_tolerance", filter_tolerance)
-        if not (np.isfinite(tol) and tol >= 0.0):
-            raise ValueError(f"{op}: filter_tolerance must be None or a finite float >= 0, got {filter_tolerance!r}")
+        if not 0.0 <= tol < 1.0:
+            raise ValueError(f"{op}: filter_tolerance must be None or a float in [0, 1) (the largest fraction of "
+                             f"a row's bound sum the filter may drop; 1 or more would allow dropping every block), "
+                             f"got {filter_tolerance!r}")
     if isinstance(filter_eps, str):
         if filter_eps != "auto":
             raise ValueError(f"{op}: filter_eps must be None, 'auto' or a float >= 0, got {filter_eps!r}")

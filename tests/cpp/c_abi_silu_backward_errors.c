@@ -1,5 +1,5 @@
 /* aclnnSiluBackward through the C ABI, from C: a correct run (contiguous, broadcast, negative
- * strides, in-place, empty) and every error path of SEMANTICS sections 0 and 1 with its status
+ * strides, in-place, empty) and every error path of specification sections 0 and 1 with its status
  * code and message. */
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-"""Float64 NumPy references written from SEMANTICS.md, one module per operator family, shared by the
+"""Float64 NumPy references written from docs/specification.md, one module per operator family, shared by the
 NumPy API, C ABI, property (hypothesis) and tilegrad.torch tests:
 
     silu.py                       SiLU backward (section 1) and its tolerance check

@@ -1,6 +1,6 @@
 """Float64 NumPy references of binary cross entropy with logits, with the error bounds the tests hold
 tilegrad to: the forward (aclnnBinaryCrossEntropyWithLogits) at the end of this file, and the backward
-(SEMANTICS section 2):
+(specification section 2):
 
     s = sigmoid(x);   g = s - t, or with pos_weight (pt = pw * t): g = (pt + 1 - t) * s - pt
     out = g * dy * w * scale,   scale = 1 / max(1, numel(x)) for "mean" (1), 1 for "none" (0) / "sum" (2)

@@ -1,5 +1,5 @@
 """Float64 NumPy reference of cross entropy with class weights, ignore_index, label smoothing and z-loss,
-forward and input gradient, written from the formula (SEMANTICS section 3 / tilegrad.cross_entropy_loss):
+forward and input gradient, written from the formula (specification section 3 / tilegrad.cross_entropy_loss):
 
     lse_i = log sum_c exp(x_ic),  logp = x - lse,  m_i = (t_i != ignore_index),  w = weight or ones
     ce_i  = m_i [(1 - ls) (-w[t_i] logp[i, t_i]) + (ls / C) (-sum_c w_c logp[i, c])]

@@ -1,4 +1,4 @@
-"""Float64 NumPy reference of embedding dense backward (SEMANTICS section 4) and the error bound the
+"""Float64 NumPy reference of embedding dense backward (specification section 4) and the error bound the
 tests hold tilegrad to:
 
     out[r, :] = sum over i with idx_i == r of grad_flat[i, :]   (times 1 / count(r) with scale),

@@ -1,4 +1,4 @@
-"""Float64 NumPy references of the fused linear cross entropy family (SEMANTICS section 5), written from
+"""Float64 NumPy references of the fused linear cross entropy family (specification section 5), written from
 the spec:
 
 - ``online_max_sum``: aclnnFusedLinearOnlineMaxSum on one vocabulary shard [start, end) (L = x @ w^T,

@@ -1,5 +1,5 @@
 """Independent float64 reference for RMSNorm forward and backward, written from the vendor's
-documents (aclnnRmsNorm.md, aclnnRmsNormGrad.md; ops-nn-wave3.md section 1), never from tilegrad's code:
+documents (aclnnRmsNorm.md, aclnnRmsNormGrad.md; specification section 6), never from tilegrad's code:
 
     rstd = 1 / sqrt(mean(x^2 over gamma's dims) + eps)          (per row: x's leading dims)
     y    = x * rstd * gamma

@@ -1,4 +1,4 @@
-"""Independent float64 reference for SiLU backward (SEMANTICS section 1) and the tolerances the
+"""Independent float64 reference for SiLU backward (specification section 1) and the tolerances the
 tests hold tilegrad to (shared by the NumPy, C ABI, property, runtime and drop-in tests). Written from the formula, never from tilegrad's code:
 
     s = 1 / (1 + exp(-x)),   gradInput = gradOutput * s * (1 + x * (1 - s))

@@ -1,5 +1,5 @@
 """Independent float64 reference for SwiGLU forward and backward, written from the vendor's documents
-(aclnnSwiGlu.md, aclnnSwiGluGrad.md; ops-nn-wave3.md section 2), never from tilegrad's code:
+(aclnnSwiGlu.md, aclnnSwiGluGrad.md; specification section 7), never from tilegrad's code:
 
     a, b = split(x, 2, dim)      (a: the first half)
     s = 1 / (1 + exp(-a))

@@ -43,3 +43,15 @@ def assert_matches(actual, expected, dtype, what: str, factor: float = 1.0) -> N
     err = (a - e).abs().max().item() / scale if e.numel() else 0.0
     bound = factor * tolerance(dtype)
     assert err <= bound, f"{what}: relative error {err:.3g} > {bound:.3g} ({dtype})"
+
+
+def autograd_node_names(t) -> set:
+    """The class names of every autograd node behind ``t`` (which path a call took: tilegrad's nodes
+    are named ``Tilegrad*`` / ``LinearCrossEntropyFunction*``)."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(n for n, _ in node.next_functions)
+    return {type(n).__name__ for n in seen}

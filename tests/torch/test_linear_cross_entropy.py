@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import tilegrad.torch as tgt
 from tilegrad import _fused_linear_cross_entropy as flce_numpy
 from tilegrad.torch import _linear_cross_entropy as LCE
+from tilegrad.torch._eager import CROSSOVER
 from tilegrad.torch import functional as TF
 from tilegrad.torch import nn as tnn
 from tilegrad.torch import patch, unpatch
@@ -21,7 +22,7 @@ TOL = dict(rtol=1e-4, atol=1e-5)
 @pytest.fixture
 def no_crossover(monkeypatch):
     """Every size on tilegrad's kernel path (the crossover would send these small problems to torch)."""
-    monkeypatch.setattr(LCE, "CROSSOVER_MACS", 0)
+    monkeypatch.setitem(CROSSOVER, "linear_cross_entropy", {})
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def _torch64(x, w, t, **kwargs):
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "crossover"])
 def test_hidden_size_zero_is_log_vocab_per_row(reduction, kernel, monkeypatch):
     if kernel:
-        monkeypatch.setattr(LCE, "CROSSOVER_MACS", 0)
+        monkeypatch.setitem(CROSSOVER, "linear_cross_entropy", {})
     x = torch.zeros(5, 0, requires_grad=True)
     w = torch.zeros(7, 0, requires_grad=True)
     t = torch.tensor([0, 6, 3, -100, 2])
@@ -207,7 +208,7 @@ def test_patch_replaces_and_unpatch_restores_the_torch_module():
 def test_input_gradient_penalty_matches_torch(reduction, kernel, monkeypatch):
     """g = d loss / d x with create_graph=True, then (g**2).sum().backward(): lin.weight.grad as torch's."""
     if kernel:
-        monkeypatch.setattr(LCE, "CROSSOVER_MACS", 0)
+        monkeypatch.setitem(CROSSOVER, "linear_cross_entropy", {})
     x, w, t = _problem()
 
     def penalty(fn, x, w):
@@ -252,7 +253,7 @@ def test_torch_func_grad_vmap_functional_call(no_crossover):
 
 def test_below_the_crossover_is_torchs_composite(spy_fused):
     x, w, t = _problem(rows=2, hidden=4, vocab=8)
-    assert LCE.small_problem(2, 4, 8)
+    assert LCE.multiply_adds(x, w) < CROSSOVER["linear_cross_entropy"][torch.float32]
     loss = tgt.linear_cross_entropy(x.requires_grad_(), w, t)
     assert spy_fused == []
     torch.testing.assert_close(loss.double(), _torch64(x, w, t)[0].detach(), **TOL)

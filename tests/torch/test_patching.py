@@ -4,6 +4,7 @@ the same Parameter objects (optimizers unaffected), and 20 training steps with t
 unpatched torch (float32, same seeds and initial weights). Skipped only when torch is not installed."""
 
 import copy
+import functools
 import importlib
 
 import pytest
@@ -328,27 +329,42 @@ def reference_and_patched(model_type, **kwargs):
     return reference, patched
 
 
+def has_fused_loss(model):
+    """patch gave the model its fused-loss class (tilegrad's subclass of the model's own class)."""
+    return type(model).__module__ == "tilegrad.torch.patching" and "forward" not in model.__dict__
+
+
 def hf_forward(model, tokens, labels):
     return model(input_ids=tokens, labels=labels).loss
 
 
 @pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
-def test_hf_causal_lm_patch_and_unpatch(model_type):
+def test_hf_causal_lm_patch_and_unpatch(model_type, monkeypatch):
     model = tiny_causal_lm(model_type)
     before = snapshot(model)
+    model_class = type(model)
     original_acts = [layer.mlp.act_fn for layer in model.model.layers]
     summary = patch(model)
     counts = summary.counts()
     assert counts["transformers.activations.SiLUActivation -> tilegrad.torch.nn.SiLU"] == 2
     assert counts["torch.nn.Embedding -> tilegrad.torch.nn.Embedding"] == 1
-    assert "forward" in model.__dict__ and any(r.path.endswith("forward") for r in summary)
+    assert any(r.path.endswith("forward") for r in summary) and "forward" not in model.__dict__
+    # a subclass of the model's own class, under the same name (transformers saves it in the config)
+    assert type(model) is not model_class and isinstance(model, model_class)
+    assert type(model).__name__ == model_class.__name__
     assert [layer.mlp.act_fn for layer in model.model.layers] == original_acts  # same objects, new class
     assert type(model.model.embed_tokens) is tnn.Embedding
 
     tokens, labels = next(batches())
     model.train()
     head_calls = []
-    hook = model.lm_head.register_forward_hook(lambda module, args, output: head_calls.append(output.shape))
+    linear_forward = torch.nn.Linear.forward
+
+    def counted(module, x):
+        if module is model.lm_head:
+            head_calls.append(tuple(x.shape))
+        return linear_forward(module, x)
+    monkeypatch.setattr(torch.nn.Linear, "forward", counted)
     out = model(input_ids=tokens, labels=labels)
     assert head_calls == []  # the (tokens, vocab) logits were never formed by lm_head
     assert out.logits is None and out.loss.dtype == torch.float32 and out.loss.requires_grad
@@ -360,11 +376,25 @@ def test_hf_causal_lm_patch_and_unpatch(model_type):
     assert abs(evaluated.loss.item() - out.loss.item()) <= 1e-5 * out.loss.item()  # no dropout in these configs
     assert model(input_ids=tokens).loss is None
     assert len(head_calls) == 2  # evaluation and generation-style calls do form logits
-    hook.remove()
+    monkeypatch.undo()
 
     restored = unpatch(model)
     assert len(restored) == len(summary)
-    assert snapshot(model) == before and "forward" not in model.__dict__
+    assert snapshot(model) == before and type(model) is model_class
+
+
+def test_hf_fused_loss_steps_aside_for_a_hook_on_lm_head():
+    """A forward hook on lm_head may change the logits; the fused loss, reading only its weight, would
+    skip it: with one, the model's own forward runs (the hook sees the logits), the same loss."""
+    reference, patched = reference_and_patched("llama")
+    tokens, labels = next(batches())
+    seen = []
+    hook = patched.lm_head.register_forward_hook(lambda module, args, output: seen.append(output.shape))
+    got = patched(input_ids=tokens, labels=labels)
+    assert seen == [(BATCH, SEQ, VOCAB)] and got.logits is not None
+    assert abs(got.loss.item() - reference(input_ids=tokens, labels=labels).loss.item()) <= 1e-5 * got.loss.item()
+    hook.remove()
+    assert patched(input_ids=tokens, labels=labels).logits is None
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
@@ -409,8 +439,8 @@ def test_deepcopy_of_patched_hf_model_is_patched_on_its_own():
     clone.train()
     model.train()
     assert torch.equal(clone(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
-    assert len(unpatch(clone)) == len(unpatch(copy.deepcopy(model))) and "forward" not in clone.__dict__
-    assert "forward" in model.__dict__ and type(model.model.embed_tokens) is tnn.Embedding
+    assert len(unpatch(clone)) == len(unpatch(copy.deepcopy(model))) and not has_fused_loss(clone)
+    assert has_fused_loss(model) and type(model.model.embed_tokens) is tnn.Embedding
 
 
 def test_hf_causal_lm_with_tied_embeddings_trains_like_torch():
@@ -467,7 +497,7 @@ def test_patching_an_inner_causal_lm_then_its_container_does_not_stack():
     tokens, _ = next(batches())
     assert lm(input_ids=tokens).logits.shape == (BATCH, SEQ, VOCAB)
     assert len(unpatch(container)) == patched and len(unpatch(lm)) == 0
-    assert snapshot(container) == before and "forward" not in lm.__dict__
+    assert snapshot(container) == before and not has_fused_loss(lm)
 
 
 def test_unpatch_of_a_container_restores_what_was_patched_from_a_submodule():
@@ -648,14 +678,17 @@ def test_a_causal_lm_whose_head_is_not_linear_is_warned_about():
     with pytest.warns(UserWarning) as record:
         summary = patch(model)
     _assert_one_warning_naming(record, "LlamaForCausalLM", "lm_head is Sequential", "not torch.nn.Linear")
-    assert "forward" not in model.__dict__ and len(summary.skipped) == 1
+    assert not has_fused_loss(model) and len(summary.skipped) == 1
     model.train()
     tokens, labels = next(batches())
     assert model(input_ids=tokens, labels=labels).logits is not None  # the model's own forward, unchanged
 
 
-def _subclass_with_forward(base, forward):
-    return type(base.__name__.replace("Llama", "Custom"), (base,), {"forward": forward})
+def _library_subclass_with_forward(base, forward):
+    """A transformers causal-LM class (by its module) whose own forward differs from Llama's, as another
+    release's might; a user's subclass is not mapped (its super().forward reaches the fused forward)."""
+    return type(base.__name__.replace("Llama", "Custom"), (base,),
+                {"forward": forward, "__module__": "transformers.models.custom.modeling_custom"})
 
 
 def test_a_forward_that_cannot_be_mapped_is_warned_about():
@@ -671,11 +704,11 @@ def test_a_forward_that_cannot_be_mapped_is_warned_about():
     for forward, reason in ((no_logits_to_keep, "has no parameter 'logits_to_keep'"),
                             (extra_argument, "takes 'temperature', which LlamaModel.forward does not")):
         model = tiny_causal_lm("llama")
-        model.__class__ = _subclass_with_forward(base, forward)
+        model.__class__ = _library_subclass_with_forward(base, forward)
         with pytest.warns(UserWarning) as record:
             summary = patch(model)
         _assert_one_warning_naming(record, "CustomForCausalLM", reason)
-        assert len(summary.skipped) == 1 and "forward" not in model.__dict__
+        assert len(summary.skipped) == 1 and not has_fused_loss(model)
 
 
 def test_patching_a_supported_causal_lm_says_nothing():
@@ -685,7 +718,7 @@ def test_patching_a_supported_causal_lm_says_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         summary = patch(model, strict=True)
-    assert summary.skipped == [] and "forward" in model.__dict__
+    assert summary.skipped == [] and has_fused_loss(model)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -745,6 +778,15 @@ def test_hf_decoder_patch_flags_and_other_activations():
                                rtol=1e-5, atol=1e-5)  # the MLP kept its GELU (its own forward)
 
 
+def test_patched_hf_model_saves_its_own_architecture(tmp_path):
+    """transformers writes type(model).__name__ into the saved config: the patched class keeps it."""
+    model = tiny_causal_lm("llama")
+    patch(model)
+    model.save_pretrained(tmp_path)
+    import json
+    assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+
+
 def test_patched_hf_model_pickles_whole():
     import io
 
@@ -762,3 +804,257 @@ def test_patched_hf_model_pickles_whole():
     model.eval()
     loaded.eval()
     torch.testing.assert_close(loaded(input_ids=tokens).logits, model(input_ids=tokens).logits, rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# transformers: the fused loss gives the model's own numbers, inside the model's own forward
+
+
+def causal_lm_loss64(hidden, weight, labels, num_items_in_batch=None):
+    """transformers' ForCausalLMLoss written out in float64: position t predicts labels[:, t + 1],
+    -100 is ignored, the mean over the kept tokens or, with num_items_in_batch, their sum divided by it."""
+    logits = hidden.double()[:, :-1] @ weight.double().T
+    targets = labels[:, 1:].reshape(-1)
+    logits = logits.reshape(targets.shape[0], -1)
+    kept = targets != -100
+    nll = torch.logsumexp(logits[kept], dim=-1) - logits[kept].gather(1, targets[kept, None])[:, 0]
+    return nll.sum() / (kept.sum() if num_items_in_batch is None else num_items_in_batch)
+
+
+def capture_final_hidden_states(model):
+    """The decoder's final norm output (lm_head's input) of each forward, its gradient kept; returns
+    (list, hook handle)."""
+    captured = []
+
+    def keep(module, args, output):
+        output.retain_grad()
+        captured.append(output)
+    return captured, model.model.norm.register_forward_hook(keep)
+
+
+def loss_options(num_items_in_batch):
+    return {} if num_items_in_batch is None else {"num_items_in_batch": torch.tensor(num_items_in_batch)}
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+@pytest.mark.parametrize("on_kernel", [False, True], ids=["composite", "kernel"])
+@pytest.mark.parametrize("num_items_in_batch", [None, 17])
+def test_hf_bfloat16_fused_loss_is_float32_unrounded_and_its_gradients_follow(request, model_type, on_kernel,
+                                                                               num_items_in_batch):
+    """bf16 parameters: transformers upcasts the logits before its loss, so the loss is a float32
+    value; the fused loss returns its float32 loss unrounded (not rounded to bf16 on the way, 7.65625
+    for 7.6435), against float64 from the model's own final hidden states, and the gradients that
+    flow from it into the bf16 hidden states and lm_head.weight match float64 too. Small problems
+    take torch's composite, larger ones the kernel: both."""
+    from reference.torch_compare import assert_matches
+    if on_kernel:
+        request.getfixturevalue("kernels_at_every_size")
+    model = tiny_causal_lm(model_type, dtype=torch.bfloat16)
+    patch(model)
+    model.train()
+    captured, hook = capture_final_hidden_states(model)
+    tokens, labels = next(batches())
+    out = model(input_ids=tokens, labels=labels, **loss_options(num_items_in_batch))
+    hook.remove()
+    assert out.logits is None and out.loss.dtype == torch.float32  # the fused path, a float32 loss
+    hidden64 = captured[0].detach().double().requires_grad_()
+    weight64 = model.lm_head.weight.detach().double().requires_grad_()
+    want = causal_lm_loss64(hidden64, weight64, labels, num_items_in_batch)
+    assert abs(out.loss.item() - want.item()) <= 1e-5 * want.item(), (out.loss.item(), want.item())
+    out.loss.backward()
+    want.backward()
+    assert_matches(captured[0].grad, hidden64.grad, torch.bfloat16, "d hidden states")
+    assert_matches(model.lm_head.weight.grad, weight64.grad, torch.bfloat16, "d lm_head.weight")
+
+
+# float32 parameters: tilegrad and torch sum in other orders (measured: loss 1e-7, gradients 6e-7 of
+# the tensor's largest value); bfloat16: the roundings listed in
+# test_hf_causal_lm_bfloat16_training_follows_torch (measured: loss 1.1e-5, gradients 1.1e-2, i.e.
+# a few bf16 ulps), relative to the largest value of the tensor
+PATCHED_LOSS_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -8}
+PATCHED_GRAD_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -5}
+
+
+def assert_same_loss_and_gradients(patched_loss, reference_loss, patched, reference, dtype):
+    """One loss and every parameter gradient of two models with the same weights, within dtype's tolerance."""
+    assert patched_loss.dtype == reference_loss.dtype == torch.float32
+    assert abs(patched_loss.item() - reference_loss.item()) <= PATCHED_LOSS_RTOL[dtype] * abs(reference_loss.item())
+    patched_loss.backward()
+    reference_loss.backward()
+    grads = dict(reference.named_parameters())
+    for name, p in patched.named_parameters():
+        want = grads[name].grad.double()
+        assert p.grad is not None, name
+        scale = want.abs().max().item()
+        err = (p.grad.double() - want).abs().max().item()
+        assert err <= PATCHED_GRAD_RTOL[dtype] * scale, f"{name}: {err} > {PATCHED_GRAD_RTOL[dtype]} * {scale}"
+
+
+@pytest.mark.parametrize("model_type", sorted(CAUSAL_LM_FACTS))
+@pytest.mark.parametrize("on_kernel", [False, True], ids=["composite", "kernel"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("num_items_in_batch", [None, 17])
+def test_hf_patched_loss_and_every_gradient_equal_the_unpatched_models(request, model_type, on_kernel, dtype,
+                                                                       num_items_in_batch):
+    """One training step: the loss and every parameter's gradient of a patched model equal the
+    unpatched model's, on torch's composite (small problems) and on the kernels."""
+    if on_kernel:
+        request.getfixturevalue("kernels_at_every_size")
+    reference, patched = reference_and_patched(model_type, dtype=dtype)
+    tokens, labels = next(batches())
+    options = loss_options(num_items_in_batch)
+    got = patched(input_ids=tokens, labels=labels, **options)
+    assert got.logits is None  # the fused path
+    want = reference(input_ids=tokens, labels=labels, **options)
+    assert_same_loss_and_gradients(got.loss, want.loss, patched, reference, dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def aux_loss_llama_class(name):
+    """A user's LlamaForCausalLM subclass (called ``name``) whose forward adds an auxiliary loss to the
+    model's own."""
+    transformers = pytest.importorskip("transformers")
+
+    class AuxLossLlama(transformers.LlamaForCausalLM):
+        def forward(self, input_ids=None, labels=None, logits_to_keep=0, **kwargs):
+            out = super().forward(input_ids=input_ids, labels=labels, logits_to_keep=logits_to_keep, **kwargs)
+            if out.loss is not None:
+                out.loss = out.loss + 100.0 + self.model.embed_tokens.weight.square().mean()
+            return out
+    AuxLossLlama.__name__ = AuxLossLlama.__qualname__ = name
+    return AuxLossLlama
+
+
+def as_class(model, cls):
+    model.__class__ = cls
+    return model
+
+
+@pytest.mark.parametrize("name", ["AuxLossLlamaForCausalLM", "AuxLossModel"])
+def test_hf_subclass_forward_runs_and_its_super_call_is_fused(name):
+    """A subclass's own forward (an auxiliary loss: 106.25 must not become 6.25) runs, and the fused
+    loss applies where it calls LlamaForCausalLM.forward through super(), whatever the subclass is
+    called; a deep copy is patched the same way, and unpatch restores the subclass."""
+    subclass = aux_loss_llama_class(name)
+    reference = as_class(tiny_causal_lm("llama"), subclass)
+    model = copy.deepcopy(reference)
+    summary = patch(model)
+    reference.train()
+    model.train()
+    tokens, labels = next(batches())
+    got = model(input_ids=tokens, labels=labels)
+    assert got.logits is None  # fused inside the subclass's forward
+    want = reference(input_ids=tokens, labels=labels)
+    assert want.loss.item() > 100.0
+    clone = copy.deepcopy(model)
+    assert type(clone) is type(model) and torch.equal(clone(input_ids=tokens, labels=labels).loss, got.loss)
+    assert_same_loss_and_gradients(got.loss, want.loss, model, reference, torch.float32)
+    assert any(f"{name}.forward" in r.after for r in summary), str(summary)
+    assert isinstance(model, subclass) and type(model).__name__ == name
+    unpatch(model)
+    assert type(model) is subclass
+
+
+def test_hf_subclass_that_reads_logits_through_the_library_forward_keeps_them():
+    """A subclass calling LlamaForCausalLM.forward by name (not super) and reading the logits gets
+    the model's own forward, logits included: the fused class is only ever reached through super()."""
+    transformers = pytest.importorskip("transformers")
+
+    class LogitPenaltyLlama(transformers.LlamaForCausalLM):
+        def forward(self, input_ids=None, labels=None, **kwargs):
+            out = transformers.LlamaForCausalLM.forward(self, input_ids=input_ids, labels=labels, **kwargs)
+            out.loss = out.loss + out.logits.float().square().mean()
+            return out
+
+    reference = as_class(tiny_causal_lm("llama"), LogitPenaltyLlama)
+    model = copy.deepcopy(reference)
+    patch(model)
+    reference.train()
+    model.train()
+    tokens, labels = next(batches())
+    got, want = model(input_ids=tokens, labels=labels), reference(input_ids=tokens, labels=labels)
+    assert got.logits is not None
+    assert_same_loss_and_gradients(got.loss, want.loss, model, reference, torch.float32)
+
+
+def autocast_wrapper(forward, calls):
+    """What accelerate's prepare(model) sets as the instance's forward: the forward it found, run
+    under bf16 autocast; records each call."""
+    @functools.wraps(forward)
+    def wrapped(*args, **kwargs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            calls.append(torch.is_autocast_enabled("cpu"))
+            return forward(*args, **kwargs)
+    return wrapped
+
+
+def test_hf_forward_wrapped_on_the_instance_before_patch_is_kept_and_said():
+    """accelerate's prepare(model), then patch: the wrapper (its autocast) still runs; it holds the
+    library's forward, past any fused class, so patch says it leaves the loss unfused."""
+    reference = tiny_causal_lm("llama")
+    model = copy.deepcopy(reference)
+    reference_calls, calls = [], []
+    reference.forward = autocast_wrapper(reference.forward, reference_calls)
+    model.forward = autocast_wrapper(model.forward, calls)
+    with pytest.warns(UserWarning) as record:
+        summary = patch(model)
+    _assert_one_warning_naming(record, "LlamaForCausalLM", "forward is set on the instance", "patch before")
+    assert [s.path for s in summary.skipped] == ["<model>"]
+    reference.train()
+    model.train()
+    tokens, labels = next(batches())
+    got, want = model(input_ids=tokens, labels=labels), reference(input_ids=tokens, labels=labels)
+    assert calls == reference_calls == [True] and got.logits is not None
+    assert abs(got.loss.item() - want.loss.item()) <= PATCHED_LOSS_RTOL[torch.bfloat16] * want.loss.item()
+    with pytest.raises(ValueError, match="forward is set on the instance"):
+        patch(copy.deepcopy(model), strict=True)
+
+
+def test_hf_forward_wrapped_after_patch_runs_the_fused_loss_inside_the_wrapper():
+    """patch, then accelerate's prepare(model): the wrapper wraps the fused forward, whose loss then
+    runs under the wrapper's autocast (a bf16 projection, a float32 loss)."""
+    reference = tiny_causal_lm("llama")
+    model = copy.deepcopy(reference)
+    patch(model)
+    reference_calls, calls = [], []
+    reference.forward = autocast_wrapper(reference.forward, reference_calls)
+    model.forward = autocast_wrapper(model.forward, calls)
+    reference.train()
+    model.train()
+    tokens, labels = next(batches())
+    got, want = model(input_ids=tokens, labels=labels), reference(input_ids=tokens, labels=labels)
+    assert calls == reference_calls == [True] and got.logits is None
+    assert got.loss.dtype == want.loss.dtype == torch.float32
+    assert abs(got.loss.item() - want.loss.item()) <= PATCHED_LOSS_RTOL[torch.bfloat16] * want.loss.item()
+    unpatch(model)  # the wrapper still holds the fused forward, which now steps aside
+    assert model(input_ids=tokens, labels=labels).logits is not None and len(calls) == 2
+
+
+def test_hf_tuple_output_keeps_the_unpatched_positions():
+    """return_dict=False: transformers' to_tuple drops None fields, so a None logits field would move
+    the cache to index 1; the fused path keeps the unpatched layout with None at the logits' index."""
+    reference, patched = reference_and_patched("llama")
+    tokens, labels = next(batches())
+    kwargs = dict(input_ids=tokens, labels=labels, use_cache=True, output_hidden_states=True, return_dict=False)
+    want, got = reference(**kwargs), patched(**kwargs)
+    assert isinstance(got, tuple) and isinstance(want, tuple)
+    assert len(got) == len(want) >= 4
+    assert want[1].shape == (BATCH, SEQ, VOCAB) and got[1] is None
+    assert abs(got[0].item() - want[0].item()) <= 1e-5 * want[0].item()
+    assert [type(x) for x in got[2:]] == [type(x) for x in want[2:]]
+    torch.testing.assert_close(got[3][-1], want[3][-1])  # the hidden states at their own index
+
+
+def test_hf_patched_model_compiles_whole_and_trains_like_the_unpatched():
+    """torch.compile(fullgraph=True) of a patched model (its unpatched twin compiles): the same loss
+    and gradients as the unpatched model, with the fused path (logits None)."""
+    reference, patched = reference_and_patched("llama")
+    tokens, labels = next(batches())
+    compiled = torch.compile(patched, fullgraph=True)
+    try:
+        got = compiled(input_ids=tokens, labels=labels)
+    finally:
+        torch._dynamo.reset()
+    assert got.logits is None
+    want = reference(input_ids=tokens, labels=labels)
+    assert_same_loss_and_gradients(got.loss, want.loss, patched, reference, torch.float32)

@@ -1,5 +1,5 @@
 /* aclnnCrossEntropyLoss: log-softmax, (weighted, label-smoothed, z-loss) cross entropy and the
- * log-sum-exp per row (SEMANTICS section 3). */
+ * log-sum-exp per row (specification section 3). */
 #ifndef TILEGRAD_ACLNNOP_ACLNN_CROSS_ENTROPY_LOSS_H_
 #define TILEGRAD_ACLNNOP_ACLNN_CROSS_ENTROPY_LOSS_H_
 

@@ -1,5 +1,5 @@
 /* aclnnCrossEntropyLossGrad: gradient of aclnnCrossEntropyLoss w.r.t. its input, from logProb
- * (weights, ignoreIndex for any sign, label smoothing and z-loss; SEMANTICS section 3). */
+ * (weights, ignoreIndex for any sign, label smoothing and z-loss; specification section 3). */
 #ifndef TILEGRAD_ACLNNOP_ACLNN_CROSS_ENTROPY_LOSS_GRAD_H_
 #define TILEGRAD_ACLNNOP_ACLNN_CROSS_ENTROPY_LOSS_GRAD_H_
 

@@ -1,4 +1,4 @@
-// Cross entropy (aclnnCrossEntropyLoss, aclnnCrossEntropyLossGrad), SEMANTICS section 3:
+// Cross entropy (aclnnCrossEntropyLoss, aclnnCrossEntropyLossGrad), specification section 3:
 //   lse_i = log sum_c exp(x_ic), logProb = x - lse, m_i = (t_i != ignore_index),
 //   l_i = m_i * [(1-ls) * (-w[t_i] * logProb_{i,t_i}) + (ls/C) * (-sum_c w_c logProb_ic)] + m_i * z * lse_i^2
 // reduced none (N), sum or mean (CE part / sum_i w[t_i] m_i, z part / sum_i m_i); the gradient

@@ -1,4 +1,4 @@
-// Vocabulary-parallel fused linear cross entropy (SEMANTICS section 5) and the single-process
+// Vocabulary-parallel fused linear cross entropy (specification section 5) and the single-process
 // fused op. Optional tensors are pointers (nullptr: absent). All functions throw tilegrad::Error.
 #pragma once
 
@@ -80,7 +80,8 @@ struct FusedLinearCrossEntropyOptions {
   // G^T @ input per vocabulary column j with T_j = sum_i |G_ij| * ||input_i||. G rounded to the
   // input dtype (unit roundoff u) already moves grad_input_i by up to u * S_i: tau = u (Python's
   // default, 2^-8 for bfloat16) at most doubles that bound. NaN entries are never dropped; the loss
-  // and grad_bias stay exact; results stay independent of the thread count. Finite, >= 0; 0: off.
+  // and grad_bias stay exact; results stay independent of the thread count. In [0, 1) (tau >= 1
+  // bounds nothing: ||exact_i|| <= S_i, so every block could go); 0: off.
   float filter_tolerance = 0.0f;
   // grad_weight's bound under filter_tolerance: false (default) per column, tau * T_j; true with an
   // average floor, tau * (T_j + Tbar), Tbar = sum_k T_k / V: a column far under the average (a rare

@@ -1,4 +1,4 @@
-// Status codes (aclnn numbering, SEMANTICS section 0) and the exception the native C++ API throws.
+// Status codes (aclnn numbering, specification section 0) and the exception the native C++ API throws.
 #pragma once
 
 #include <cstdint>

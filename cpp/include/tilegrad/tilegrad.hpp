@@ -5,6 +5,7 @@
 #include "tilegrad/binary_cross_entropy_with_logits.hpp"
 #include "tilegrad/binary_cross_entropy_with_logits_backward.hpp"
 #include "tilegrad/embedding_dense_backward.hpp"
+#include "tilegrad/flash_attention_score.hpp"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 #include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/reduction.hpp"

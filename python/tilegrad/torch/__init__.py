@@ -18,6 +18,23 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("tilegrad.torch needs PyTorch: pip install 'tilegrad[torch]'") from error
 
+# The floor of the torch extra (pyproject.toml): F.linear_cross_entropy and nn.LinearCrossEntropyLoss,
+# which tilegrad.torch follows and derives from, appeared in torch 2.13.
+MINIMUM_TORCH = (2, 13)
+
+
+def _require_torch(version: str) -> None:
+    """Refuse a torch older than the supported range with what to do, instead of an AttributeError
+    from deep inside the import."""
+    release = tuple(int(part) for part in version.split("+")[0].split(".")[:2])
+    if release < MINIMUM_TORCH:
+        floor = ".".join(map(str, MINIMUM_TORCH))
+        raise ImportError(f"tilegrad.torch needs torch>={floor}, found torch {version}: "
+                          f"pip install 'torch>={floor}' (or 'tilegrad[torch]')")
+
+
+_require_torch(torch.__version__)
+
 from . import nn
 from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
 from . import optim  # tilegrad.torch.optim.AdamW

@@ -16,15 +16,19 @@ tilegrad.torch                                             torch equivalent     
                                                                                        cos / sin need a grad)
 =========================================================  ==========================  ========================
 
-Two paths, as for the other functions: in eager mode a lean ``torch.autograd.Function`` calls the C++
-core directly (a ``torch.library`` op costs tens of microseconds of dispatch per call, and these run
-once per layer); under ``torch.compile`` / ``torch.export`` the ``torch.ops.tilegrad`` ops (they have
-fake kernels). Second derivatives (``create_graph=True``) are torch's: a backward run with grad mode
-on recomputes the composite differentiably instead of calling the kernels. Under a ``torch.func``
-transform, and for everything the kernels do not take (tensors off the CPU, float64, sparse, ...),
-the torch composite runs, so a call never gives a wrong result. Numerics: fp16 / bf16 are widened to fp32 and every output is rounded
-once; PyTorch's ``F.rms_norm`` and Hugging Face's RMSNorm round ``x * rstd`` to the input dtype before
-the weight multiply (two roundings), so bf16 results differ from theirs by up to one bf16 ulp.
+The paths of every tilegrad.torch function (``_eager.route``): in eager mode a lean
+``torch.autograd.Function`` calls the C++ core directly (a ``torch.library`` op costs tens of
+microseconds of dispatch per call, and these run once per layer); under ``torch.compile`` /
+``torch.export`` the ``torch.ops.tilegrad`` ops (they have fake kernels); under a ``torch.func``
+transform and below the measured crossover the composite: the same formula in torch ops on float32
+(16-bit tensors widened, each result rounded once), so the call accepts the same tensors and is as
+precise as on the kernels. Second derivatives (``create_graph=True``) recompute that composite
+differentiably instead of calling the kernels. What the kernels do not take (tensors off the CPU,
+float64, sparse, mismatched dtypes, ...) runs the formula in torch ops on the tensors as they are,
+so a call never gives a wrong result. Numerics: fp16 / bf16 are widened to fp32 and every output
+is rounded once; PyTorch's ``F.rms_norm`` and Hugging Face's RMSNorm round ``x * rstd`` to the input
+dtype before the weight multiply (two roundings), so bf16 results differ from theirs by up to one
+bf16 ulp.
 """
 
 from typing import List, Optional, Sequence, Tuple, Union
@@ -34,29 +38,17 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from .. import _core
+from ._eager import CROSSOVER, Path, route, rounded_once  # noqa: F401  (CROSSOVER: also read as _decoder.CROSSOVER)
 from ._eager import on_kernel_path as _on_kernel_path, recompute_grads as _recompute_grads
-from ._eager import below_crossover, transform_active as _transform_active
 from ._ops import _define
 from ._tensor import as_numpy, new_output
 from ._threads import sync_threads
 
 __all__ = ["rms_norm", "silu_mul", "swiglu", "apply_rotary_pos_emb", "rotary_position_embedding"]
 
+# torch's own functions, captured before tilegrad.torch.enable() can reroute torch.nn.functional.
 _TORCH_RMS_NORM = F.rms_norm
-
-# Below these sizes (input elements) torch's composite is faster forward+backward through autograd
-# than a tilegrad call (its fixed cost: the autograd.Function node and the hand-off), so the
-# functions take it there. Measured with benchmarks/bench_decoder.py --crossover (1 thread,
-# process CPU time, tilegrad / torch at 1K..256K elements); the README lists them.
-CROSSOVER = {
-    "rms_norm": {torch.float32: 0, torch.float16: 8192, torch.bfloat16: 8192},
-    "silu_mul": {torch.float32: 65536, torch.float16: 131072, torch.bfloat16: 131072},
-    "rope": {torch.float32: 0, torch.float16: 16384, torch.bfloat16: 16384},
-}
-
-
-def _small(op: str, t: Tensor) -> bool:
-    return below_crossover(CROSSOVER, op, t.numel(), t.dtype)
+_TORCH_SILU = F.silu
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -88,7 +80,8 @@ def _rms_norm_setup(ctx, inputs, output) -> None:
 
 
 def _rms_norm_composite(input: Tensor, gamma: Tensor, eps: float) -> Tensor:
-    return F.rms_norm(input, gamma.shape, gamma, eps)
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(lambda x, g: _TORCH_RMS_NORM(x, g.shape, g, eps), input.dtype, input, gamma)
 
 
 def _rms_norm_backward(ctx, grad_y: Tensor, grad_kernel):
@@ -149,20 +142,24 @@ def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight:
     ``y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight``; ``eps=None`` is
     ``torch.finfo(input.dtype).eps``, as in torch. Backward saves only the input and the fp32 rstd
     (one float per row) and gives ``weight`` its gradient summed in a fixed order (the same for any
-    thread count). fp16 / bf16: computed in fp32, rounded once (torch rounds twice).
+    thread count). fp16 / bf16: computed in fp32, rounded once (torch rounds twice). A negative
+    ``eps``, which the vendor's kernel refuses, runs torch's ``F.rms_norm`` (its values, NaN where
+    ``mean(x^2) + eps < 0``).
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if (not _on_kernel_path(input, weight) or not shape or tuple(input.shape[-len(shape):]) != shape
-            or input.numel() == 0 or (weight is not None and (tuple(weight.shape) != shape
-                                                              or not _rms_norm_dtypes_ok(input, weight)))):
+    supported = (_on_kernel_path(input, weight) and bool(shape) and tuple(input.shape[-len(shape):]) == shape
+                 and input.numel() > 0 and (eps is None or eps >= 0)
+                 and (weight is None or (tuple(weight.shape) == shape and _rms_norm_dtypes_ok(input, weight))))
+    path = route(supported, input.dtype, rms_norm=input.numel())
+    if path is Path.TORCH:
         return _TORCH_RMS_NORM(input, normalized_shape, weight, eps)
     if eps is None:
         eps = torch.finfo(input.dtype).eps
     gamma = weight if weight is not None else input.new_ones(shape)
-    if torch.compiler.is_compiling():
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.rms_norm(input, gamma, float(eps))[0]
-    if _transform_active() or _small("rms_norm", input):
-        return _TORCH_RMS_NORM(input, normalized_shape, weight, eps)
+    if path is Path.COMPOSITE:
+        return _rms_norm_composite(input, gamma, float(eps))
     return TilegradRmsNorm.apply(input, gamma, float(eps))
 
 
@@ -197,9 +194,15 @@ def _swi_glu_setup(ctx, inputs, output) -> None:
     ctx.dim = inputs[1]
 
 
-def _swi_glu_composite(input: Tensor, dim: int) -> Tensor:
+def _swi_glu_torch(input: Tensor, dim: int) -> Tensor:
+    """The formula in torch ops, in the input's dtype."""
     a, b = input.chunk(2, dim)
-    return F.silu(a) * b
+    return _TORCH_SILU(a) * b
+
+
+def _swi_glu_composite(input: Tensor, dim: int) -> Tensor:
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(lambda x: _swi_glu_torch(x, dim), input.dtype, input)
 
 
 def _swi_glu_backward(ctx, grad: Tensor, grad_kernel):
@@ -246,8 +249,14 @@ def _silu_mul_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(*inputs)
 
 
+def _silu_mul_torch(gate: Tensor, up: Tensor) -> Tensor:
+    """The formula in torch ops, with torch's dtype promotion."""
+    return _TORCH_SILU(gate) * up
+
+
 def _silu_mul_composite(gate: Tensor, up: Tensor) -> Tensor:
-    return F.silu(gate) * up
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(_silu_mul_torch, gate.dtype, gate, up)
 
 
 def _silu_mul_backward(ctx, grad: Tensor, grad_kernel):
@@ -310,11 +319,13 @@ def silu_mul(gate: Tensor, up: Tensor) -> Tensor:
     for backward (the composite also saves ``silu(gate)``). Shapes and dtypes must match, else
     torch's composite runs.
     """
-    if gate.shape != up.shape or gate.dtype != up.dtype or not _on_kernel_path(gate, up) or gate.numel() == 0:
-        return _silu_mul_composite(gate, up)
-    if torch.compiler.is_compiling():
+    supported = gate.shape == up.shape and gate.dtype == up.dtype and _on_kernel_path(gate, up) and gate.numel() > 0
+    path = route(supported, gate.dtype, silu_mul=gate.numel())
+    if path is Path.TORCH:
+        return _silu_mul_torch(gate, up)
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.silu_mul(gate, up)
-    if _transform_active() or _small("silu_mul", gate):
+    if path is Path.COMPOSITE:
         return _silu_mul_composite(gate, up)
     return TilegradSiluMul.apply(gate, up)
 
@@ -327,10 +338,13 @@ def swiglu(input: Tensor, dim: int = -1) -> Tensor:
     if input.shape[dim] % 2:
         raise ValueError(f"swiglu: input.shape[{dim}] must be even, got {input.shape[dim]}")
     dim %= input.dim()
-    if not _on_kernel_path(input) or input.numel() == 0 or _transform_active() or _small("silu_mul", input):
-        return _swi_glu_composite(input, dim)
-    if torch.compiler.is_compiling():
+    path = route(_on_kernel_path(input) and input.numel() > 0, input.dtype, swiglu=input.numel())
+    if path is Path.TORCH:
+        return _swi_glu_torch(input, dim)
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.swi_glu(input, dim)
+    if path is Path.COMPOSITE:
+        return _swi_glu_composite(input, dim)
     return TilegradSwiGlu.apply(input, dim)
 
 
@@ -414,8 +428,9 @@ def _rotate_half(x: Tensor) -> Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
-    """The vendor's formulas in torch ops (the fallback, and the reference in the docs)."""
+def _rope_torch(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+    """The vendor's formulas in torch ops, in the tensors' dtypes (the fallback, and the reference in
+    the docs)."""
     if mode == 0:
         return input * cos + _rotate_half(input) * sin
     if mode == 1:
@@ -428,6 +443,11 @@ def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tenso
         return input * cos + torch.cat((-x2, x1, -x4, x3), dim=-1) * sin
     even, odd = input[..., 0::2], input[..., 1::2]
     return torch.cat((even, odd), dim=-1) * cos + torch.cat((-odd, even), dim=-1) * sin
+
+
+def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(lambda x, c, s: _rope_torch(x, c, s, mode), input.dtype, input, cos, sin)
 
 
 class TilegradRope(torch.autograd.Function):
@@ -458,10 +478,13 @@ def rotary_position_embedding(input: Tensor, cos: Tensor, sin: Tensor, mode: int
     """
     if mode not in _ROPE_MODES:
         raise ValueError(f"rotary_position_embedding: mode must be 0, 1, 2 or 3, got {mode}")
-    if not _rope_on_kernel(input, cos, sin) or _transform_active() or _small("rope", input):
-        return _rope_composite(input, cos, sin, mode)
-    if torch.compiler.is_compiling():
+    path = route(_rope_on_kernel(input, cos, sin), input.dtype, rope=input.numel())
+    if path is Path.TORCH:
+        return _rope_torch(input, cos, sin, mode)
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.rotary_position_embedding(input, cos, sin, mode)
+    if path is Path.COMPOSITE:
+        return _rope_composite(input, cos, sin, mode)
     return TilegradRope.apply(input, cos, sin, mode)
 
 

@@ -1,21 +1,26 @@
-"""The routing every tilegrad.torch function shares on its eager path.
+"""The routing every tilegrad.torch function shares: one crossover registry and one router.
 
-In eager mode a function calls a lean ``torch.autograd.Function`` whose forward and backward reach
-the C++ core directly (a ``torch.library`` op costs tens of microseconds of dispatch per call);
-under ``torch.compile`` / ``torch.export`` it calls the ``torch.ops.tilegrad`` op instead (fake
-kernel, registered autograd). Everything the kernels cannot take goes to torch's composite, which
-gives the same values:
+Each function asks :func:`route` which of four paths a call takes, always decided in this order:
 
-- tensors off the CPU, not strided, of other dtypes, or tensor subclasses (DTensor, ...: their
-  dispatch has no rule for a tilegrad op, torch's own op has one);
-- a ``torch.func`` transform (its wrapped tensors cannot be handed to the core);
-- sizes below a measured crossover, where torch's kernel plus its lighter autograd node is faster.
+1. ``Path.TORCH``: what the kernels cannot take (tensors off the CPU, not strided, of other dtypes,
+   tensor subclasses such as DTensor, arguments the function lists) goes to torch's own function,
+   with torch's own rules and values.
+2. ``Path.COMPILE``: under ``torch.compile`` / ``torch.export`` the ``torch.ops.tilegrad`` op (fake
+   kernel, registered autograd), at every size: shapes may be symbolic there.
+3. ``Path.COMPOSITE``: under a ``torch.func`` transform (its wrapped tensors cannot be handed to the
+   core), and for eager calls below the op's measured crossover (:data:`CROSSOVER`, where torch's
+   kernels plus their lighter autograd node are faster), torch ops computing what the kernel
+   computes: 16-bit tensors widened to float32 and each result rounded once, so the call accepts
+   the same arguments and is as precise as on the kernel, whatever its size.
+4. ``Path.KERNEL``: a lean ``torch.autograd.Function`` whose forward and backward reach the C++ core
+   directly (a ``torch.library`` op costs tens of microseconds of dispatch per call).
 
 Second derivatives: a backward that runs with grad mode on (``create_graph=True``) recomputes the
 gradient through the differentiable composite (:func:`recompute_grads`) instead of the kernels.
 """
 
-from typing import Dict, List, Optional, Sequence
+import enum
+from typing import Callable, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -36,14 +41,102 @@ def on_kernel_path(*tensors: Optional[Tensor]) -> bool:
 
 def transform_active() -> bool:
     """A torch.func transform (grad, vmap, jacrev, ...) is running: its wrapped tensors cannot go to
-    the kernels, so the composite runs (same values)."""
+    the kernels, so the composite runs."""
     return torch._C._functorch.peek_interpreter_stack() is not None
 
 
-def below_crossover(crossover: Dict[str, Dict[torch.dtype, int]], op: str, size: int, dtype: torch.dtype) -> bool:
-    """``size`` is below the measured size at which tilegrad's call overtakes torch's composite
-    (``crossover[op][dtype]``; 0 or missing: tilegrad at every size)."""
-    return size < crossover[op].get(dtype, 0)
+class Path(enum.Enum):
+    """Where a call runs (see the module docstring for the order they are decided in)."""
+    TORCH = "torch's own function"
+    COMPILE = "torch.ops.tilegrad op"
+    COMPOSITE = "torch ops with the kernel's numerics"
+    KERNEL = "eager autograd node on the C++ core"
+
+
+_F32, _F16, _BF16 = torch.float32, torch.float16, torch.bfloat16
+
+# Eager calls below these sizes take the composite (Path.COMPOSITE): torch's kernels plus their
+# lighter autograd node beat tilegrad's fixed cost (its autograd node, the hand-off to the core)
+# there. One entry per measure, {dtype: size}; a dtype that is missing runs the kernel at every size.
+# The README lists them.
+CROSSOVER = {
+    # benchmarks/bench_torch.py --crossover (1 thread, process CPU time): elements of the input
+    # (silu, BCE), of the output (embedding) or of the logits (cross entropy); "cross_entropy_classes":
+    # logits with fewer classes (torch's kernel vectorises across rows, tilegrad's along a row).
+    "silu": {_F32: 1 << 20, _F16: 1 << 21, _BF16: 1 << 21},
+    "cross_entropy": {_F32: 1 << 18, _F16: 1 << 18, _BF16: 1 << 18},
+    "cross_entropy_classes": {_F32: 128, _F16: 128, _BF16: 128},
+    # 16-bit weights: the kernel at every size. Their composite would widen the whole (V, D) table to
+    # float32 to keep the kernel's float32 row sums (torch sums 16-bit gradients in 16 bits).
+    "embedding": {_F32: 1 << 16},
+    "binary_cross_entropy_with_logits": {_F32: 1 << 14, _F16: 1 << 14, _BF16: 1 << 14},
+    # benchmarks/bench_decoder.py --crossover (1 thread, process CPU time): input elements.
+    "rms_norm": {_F16: 8192, _BF16: 8192},
+    "silu_mul": {_F32: 65536, _F16: 131072, _BF16: 131072},
+    "swiglu": {_F32: 65536, _F16: 131072, _BF16: 131072},  # silu_mul's kernels on one tensor: its sizes
+    "rope": {_F16: 16384, _BF16: 16384},
+    # benchmarks/bench_torch_linear_cross_entropy.py --only small: multiply-adds rows x H x V. 16-bit:
+    # the kernel at every size (the composite would widen the (V, H) weight to float32).
+    "linear_cross_entropy": {_F32: 1 << 25},
+}
+
+
+def below_crossover(op: str, size: int, dtype: torch.dtype) -> bool:
+    """``size`` is below the measured size at which tilegrad's call overtakes torch's
+    (``CROSSOVER[op][dtype]``; missing: tilegrad at every size)."""
+    return size < CROSSOVER[op].get(dtype, 0)
+
+
+def route(supported: bool, dtype: torch.dtype, *, wants_grad: bool = True, **sizes: int) -> Path:
+    """The path of one call (the module docstring gives the order).
+
+    ``supported``: the kernels take these arguments. ``dtype``: the tensor the crossover is measured
+    on. ``sizes``: ``CROSSOVER`` entry -> this call's size in that entry's measure (below any of them
+    is below the crossover). ``wants_grad=False``: an op whose kernel runs only in the backward (silu,
+    embedding) and nothing to differentiate: the composite gives the same forward without a node.
+    """
+    if not supported:
+        return Path.TORCH
+    if torch.compiler.is_compiling():
+        return Path.COMPILE
+    if not wants_grad or transform_active() or any(below_crossover(op, n, dtype) for op, n in sizes.items()):
+        return Path.COMPOSITE
+    return Path.KERNEL
+
+
+def needs_autograd(*tensors: Optional[Tensor]) -> bool:
+    """Autograd will differentiate a result of these tensors (grad mode on, one requires grad)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def widened(*tensors: Optional[Tensor]) -> tuple:
+    """float32 views of the tensors for the composites (16-bit ones widened; float32 ones as they are,
+    no copy; None stays None): their gradients come back rounded once to each tensor's dtype."""
+    return tuple(None if t is None else t.float() for t in tensors)
+
+
+def rounded_once(fn: Callable[..., Tensor], dtype: torch.dtype, *tensors: Optional[Tensor]) -> Tensor:
+    """``fn`` on the float32-widened ``tensors``, its result rounded once to ``dtype``: a kernel's
+    numerics (float32 arithmetic, each output rounded once) in differentiable torch ops."""
+    return fn(*widened(*tensors)).to(dtype)
+
+
+# Block of fixed_order_sum: each block is summed whole by one thread (torch parallelises a reduction
+# with several outputs over the outputs), and 4096 block sums stay under torch's parallel grain (32768).
+_SUM_BLOCK = 4096
+
+
+def fixed_order_sum(t: Tensor) -> Tensor:
+    """The sum of every element of ``t``, differentiable, rounded the same for any thread count:
+    torch's full reduction splits the elements among the threads, so its rounding depends on their
+    number. Sums blocks of ``_SUM_BLOCK`` elements, then the block sums, until one block is left."""
+    flat = t.reshape(-1)
+    while flat.numel() > _SUM_BLOCK:
+        padding = -flat.numel() % _SUM_BLOCK
+        if padding:
+            flat = torch.cat((flat, flat.new_zeros(padding)))
+        flat = flat.view(-1, _SUM_BLOCK).sum(dim=1)
+    return flat.sum()
 
 
 def recompute_grads(fn, inputs: Sequence[Optional[Tensor]], grads: Sequence[Optional[Tensor]]) -> List:

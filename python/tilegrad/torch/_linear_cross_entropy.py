@@ -34,16 +34,10 @@ from ._threads import sync_threads
 
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
-# Below this many multiply-adds of the projection (rows x H x V) torch's composite is faster
-# forward + backward through autograd than a tilegrad call (the autograd.Function node, the hand-off
-# and the plan cost a fixed ~tens of us): measured with `benchmarks/bench_torch_linear_cross_entropy.py
-# --only small` (1 thread, process CPU time), tilegrad was still 17% slower at 2^24 (BT=128, H=128,
-# V=1024) and even at 2^20; the README states it.
-CROSSOVER_MACS = 1 << 25
-
-
-def small_problem(rows: int, hidden: int, vocab: int) -> bool:
-    return rows * hidden * vocab < CROSSOVER_MACS
+def multiply_adds(input: Tensor, weight: Tensor) -> int:
+    """The projection's multiply-adds, rows x H x V: the measure of the linear_cross_entropy crossover
+    (``tilegrad.torch._eager.CROSSOVER``; 0 for a 0-d weight, which no path projects with)."""
+    return input.numel() * (weight.shape[0] if weight.dim() else 0)
 
 
 class _PendingGradients:

@@ -23,8 +23,11 @@ same algorithm, so the result is never wrong, only slower.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
-from typing import Any, Optional, Tuple
+import os
+import sys
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -34,7 +37,7 @@ import tilegrad as _tg
 from ._tensor import as_numpy, from_numpy, unsupported_reason
 from ._threads import sync_threads
 
-__all__ = ["vocab_parallel_cross_entropy"]
+__all__ = ["vocab_parallel_cross_entropy", "run_then_exit"]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -302,3 +305,43 @@ def vocab_parallel_cross_entropy(hidden: torch.Tensor, weight_shard: torch.Tenso
     hidden2d = hidden.reshape(-1, hidden.shape[-1])
     loss = _VocabParallelCrossEntropy.apply(hidden2d, weight_shard, target.reshape(-1), opts)
     return loss.reshape(target.shape) if reduction == "none" else loss
+
+
+def run_then_exit(main: Callable[[], Any]) -> None:
+    """Run ``main()`` in a torch.distributed (gloo) process, then end the process with its status.
+
+    Use it as a script's entry point under ``torchrun``: ``run_then_exit(main)``. Once ``main``
+    returns or raises, the ``atexit`` handlers run, stdout and stderr are flushed and the process ends
+    with ``os._exit``, skipping the interpreter's teardown: there, the C++ static destructors of gloo's
+    threads can end a rank that finished its work in ``std::terminate`` (SIGABRT, seen under
+    AddressSanitizer and after a Ctrl-C), failing the whole job after its files are written.
+
+    The exit status is ``main``'s ``SystemExit`` code (a non-integer code is printed to stderr and
+    gives 1, as the interpreter does), 0 when it returns, and 1 after printing the traceback of any
+    other exception (KeyboardInterrupt included). It never returns.
+    """
+    if not callable(main):
+        raise TypeError(f"tilegrad.torch.distributed.run_then_exit: main must be callable, got "
+                        f"{type(main).__name__}: pass the function itself, e.g. run_then_exit(main)")
+    code = 0
+    try:
+        main()
+    except SystemExit as stop:
+        code = _exit_status(stop.code)
+    except BaseException:  # noqa: B902 (KeyboardInterrupt included: the traceback, then exit 1)
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _exit_status(code: Any) -> int:
+    """The status the interpreter gives ``SystemExit(code)``, printing a message code as it would."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1

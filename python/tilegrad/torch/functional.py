@@ -2,25 +2,37 @@
 
 Same signatures, defaults and results as torch's. Each function sends what tilegrad supports
 (CPU dense float32 / float16 / bfloat16 tensors, class-index targets, ...) to the ``tilegrad::``
-ops and everything else to torch's own function, so a call never gives a wrong result and never
+kernels and everything else to torch's own function, so a call never gives a wrong result and never
 copies a large tensor behind the caller's back.
 
-=====================================  =======================================  ==============================
-tilegrad.torch                         torch equivalent                         falls back to torch for
-=====================================  =======================================  ==============================
+=====================================  =======================================  ===================================
+tilegrad.torch                         torch equivalent                         falls back to torch's function for
+=====================================  =======================================  ===================================
 ``silu(input, inplace=False)``         ``F.silu``                               ``inplace=True``
-``cross_entropy(...)``                 ``F.cross_entropy`` (+ z-loss)           probability targets
-``embedding(...)``                     ``F.embedding``                          ``max_norm``, ``sparse=True``
-``binary_cross_entropy_with_logits``   ``F.binary_cross_entropy_with_logits``   --
-``linear_cross_entropy(...)``          ``F.linear_cross_entropy``               K-dim weights; with bias, class
-                                                                                weight or smoothing: "none" and
-                                                                                no-grad calls (computed as linear
-                                                                                + tilegrad cross_entropy)
-=====================================  =======================================  ==============================
+``cross_entropy(...)``                 ``F.cross_entropy`` (+ z-loss)           probability targets, class weights
+                                                                                that require grad
+``embedding(...)``                     ``F.embedding``                          ``max_norm``, ``sparse=True``, 0-d
+                                                                                indices
+``binary_cross_entropy_with_logits``   ``F.binary_cross_entropy_with_logits``   a target shaped unlike the input,
+                                                                                weight / pos_weight that require
+                                                                                grad
+``linear_cross_entropy(...)``          ``F.linear_cross_entropy``               K-dim weights, a weight or bias of
+                                                                                another dtype than the input, class
+                                                                                weights that require grad
+=====================================  =======================================  ===================================
 
-Every function also falls back for tensors off the CPU, sparse tensors and other dtypes (e.g. float64).
+Every function also falls back for tensors off the CPU, sparse tensors, tensor subclasses and other
+dtypes (e.g. float64). Where it does not, the same arguments are accepted and the results are as
+precise at every size: eager calls below a measured size (``CROSSOVER``, shared with the decoder
+functions) and calls under ``torch.func`` transforms run torch ops that compute what the kernel
+computes (16-bit tensors widened to float32, each result rounded once; float32 class weights and
+int32 targets as the kernel takes them). Exceptions, to avoid a float32 copy of a whole weight:
+``embedding`` and ``linear_cross_entropy`` with 16-bit weights take the kernel at every size, and
+under ``torch.func`` run torch's own functions (16-bit gradient sums as torch's). ``torch.compile``
+always takes the ``torch.ops.tilegrad`` ops.
 """
 
+import math
 from typing import Optional, Tuple, Union
 
 import torch
@@ -31,7 +43,8 @@ from . import _linear_cross_entropy as _LCE
 from . import _ops  # noqa: F401  (registers torch.ops.tilegrad)
 from .._fused_linear_cross_entropy import filter_settings, filter_weight_average
 from ._autograd import TilegradBceWithLogits, TilegradCrossEntropy, TilegradEmbedding, TilegradSilu
-from ._eager import below_crossover, on_kernel_path, transform_active
+# CROSSOVER: the one crossover registry of every tilegrad.torch function (also read as functional.CROSSOVER)
+from ._eager import CROSSOVER, Path, fixed_order_sum, needs_autograd, on_kernel_path, route, widened  # noqa: F401
 from ._tensor import numpy_dtype, unsupported_reason
 
 __all__ = ["silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy"]
@@ -49,26 +62,6 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 
 _on_kernel_path = on_kernel_path
-
-# Eager calls below these sizes take torch's own function (forward + backward through autograd is
-# faster there: tilegrad's fixed cost is its autograd node and the hand-off to the core). Elements of
-# the input (silu, BCE), of the output (embedding) or of the logits (cross entropy), per dtype;
-# "cross_entropy_classes": logits with fewer classes than this (torch's kernel vectorises across
-# rows, tilegrad's along a row). Measured with ``benchmarks/bench_torch.py --crossover``; the README
-# lists them. torch.compile always takes the tilegrad ops (shapes may be symbolic there).
-CROSSOVER = {
-    "silu": {torch.float32: 1 << 20, torch.float16: 1 << 21, torch.bfloat16: 1 << 21},
-    "cross_entropy": {torch.float32: 1 << 18, torch.float16: 1 << 18, torch.bfloat16: 1 << 18},
-    "cross_entropy_classes": {torch.float32: 128, torch.float16: 128, torch.bfloat16: 128},
-    "embedding": {torch.float32: 1 << 16, torch.float16: 1 << 17, torch.bfloat16: 1 << 17},
-    "binary_cross_entropy_with_logits": {torch.float32: 1 << 14, torch.float16: 1 << 14, torch.bfloat16: 1 << 14},
-}
-
-
-def _torch_runs_it(op: str, size: int, dtype: torch.dtype) -> bool:
-    """An eager call that torch's own function serves as well or faster: under a torch.func
-    transform, or below the measured crossover."""
-    return transform_active() or below_crossover(CROSSOVER, op, size, dtype)
 
 
 def _needs_grad(t: Optional[Tensor]) -> bool:
@@ -105,12 +98,14 @@ def _autocast_dtype(*tensors: Tensor) -> Optional[torch.dtype]:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``F.silu``; the backward runs tilegrad's ``silu_backward`` (``aclnnSiluBackward``)."""
-    if inplace or not _on_kernel_path(input):
+    path = route(not inplace and _on_kernel_path(input), input.dtype, wants_grad=needs_autograd(input),
+                 silu=input.numel())
+    if path is Path.TORCH:
         return TORCH_FUNCTIONS["silu"](input, inplace=inplace)
-    if torch.compiler.is_compiling():
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.silu(input)
-    if not (input.requires_grad and torch.is_grad_enabled()) or _torch_runs_it("silu", input.numel(), input.dtype):
-        return torch._C._nn.silu(input)  # the forward is torch's own either way
+    if path is Path.COMPOSITE:  # torch's silu and silu_backward: float32 arithmetic, rounded once, as the kernel
+        return torch._C._nn.silu(input)
     return TilegradSilu.apply(input)
 
 
@@ -138,9 +133,12 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     if _autocast_dtype(input) is not None:
         input = input.float()  # as torch's autocast does for cross_entropy
     wants_zloss = z_loss_scale != 0.0 or return_z_loss
-    if not (_on_kernel_path(input) and _is_index_tensor(target) and input.dim() >= 1 and not _needs_grad(weight)
-            and (weight is None or unsupported_reason(weight, (torch.float32, torch.float16, torch.bfloat16,
-                                                                torch.float64)) is None)):
+    supported = (_on_kernel_path(input) and _is_index_tensor(target) and input.dim() >= 1 and not _needs_grad(weight)
+                 and (weight is None or unsupported_reason(weight, (torch.float32, torch.float16, torch.bfloat16,
+                                                                     torch.float64)) is None))
+    classes = input.shape[1] if input.dim() >= 2 else input.numel()
+    path = route(supported, input.dtype, cross_entropy=input.numel(), cross_entropy_classes=classes)
+    if path is Path.TORCH:
         if wants_zloss:
             raise ValueError("cross_entropy: z_loss_scale / return_z_loss need tilegrad's path (CPU float32, "
                              f"float16 or bfloat16 logits and int64/int32 class targets), got input "
@@ -148,7 +146,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
         return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index,
                                                 reduction=reduction, label_smoothing=label_smoothing)
     weight32 = None if weight is None else weight.to(torch.float32)
-    args = (weight32, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss)
+    args = (path, weight32, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss)
     if input.dim() <= 2:
         loss, zloss = _cross_entropy_2d(input, target, *args)
     else:
@@ -156,16 +154,15 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     return (loss, zloss) if return_z_loss else loss
 
 
-def _cross_entropy_rows(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss):
-    """(N, C) logits, (N,) targets: the tilegrad op (compiling), the eager node, or torch's composite
-    (torch.func transforms, below the crossover); ``(loss, zloss or None)``."""
-    if torch.compiler.is_compiling():
-        loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(input, target, weight, reduction, ignore_index,
-                                                                 label_smoothing, z_loss_scale, wants_zloss)
-    elif (_torch_runs_it("cross_entropy", input.numel(), input.dtype)
-          or below_crossover(CROSSOVER, "cross_entropy_classes", input.shape[1], input.dtype)):
+def _cross_entropy_rows(input, target, path, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
+                        wants_zloss):
+    """(N, C) logits, (N,) targets on ``path`` (compile, composite or kernel); ``(loss, zloss or None)``."""
+    if path is Path.COMPOSITE:
         return _cross_entropy_composite(input, target, weight, reduction, ignore_index, label_smoothing,
                                         z_loss_scale, wants_zloss)
+    if path is Path.COMPILE:
+        loss, _, zloss, _ = torch.ops.tilegrad.cross_entropy_loss(input, target, weight, reduction, ignore_index,
+                                                                 label_smoothing, z_loss_scale, wants_zloss)
     else:
         loss, zloss = TilegradCrossEntropy.apply(input, target, weight, reduction, ignore_index, label_smoothing,
                                                  z_loss_scale, wants_zloss)
@@ -174,38 +171,52 @@ def _cross_entropy_rows(input, target, weight, reduction, ignore_index, label_sm
 
 def _cross_entropy_composite(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
                              wants_zloss):
-    """torch's cross entropy plus the z-loss ``z_loss_scale * lse**2`` per kept row (reduced like the
-    loss; "mean" over the kept rows), in torch ops: the same values as the kernel, differentiable."""
-    loss = TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index, reduction=reduction,
+    """The kernel's numerics in torch ops: torch's cross entropy per row on float32 logits and class
+    weights (int32 targets as int64, which torch's takes), plus the z-loss ``z_loss_scale * lse**2``
+    per kept row, reduced in a fixed order (mean: the loss over the kept rows' class weights, the
+    z-loss over the kept rows, as torch's and the kernel's), each result rounded once to the logits'
+    dtype; differentiable."""
+    logits, weight32 = widened(input, weight)
+    target = target.long()
+    rows = TORCH_FUNCTIONS["cross_entropy"](logits, target, weight32, ignore_index=ignore_index, reduction="none",
                                             label_smoothing=label_smoothing)
-    if not wants_zloss:
-        return loss, None
     kept = target != ignore_index
-    lse = torch.logsumexp(input.float(), dim=1)
-    zloss = torch.where(kept, z_loss_scale * lse.square(), 0.0)
-    if reduction == "sum":
-        zloss = zloss.sum()
-    elif reduction == "mean":
-        zloss = zloss.sum() / kept.sum()
-    zloss = zloss.to(loss.dtype)
-    return loss + zloss, zloss
+    kept_rows = fixed_order_sum(kept.float())
+    kept_weight = kept_rows if weight32 is None else fixed_order_sum(
+        torch.where(kept, weight32[torch.where(kept, target, 0)], 0.0))
+    loss = _reduce(rows, reduction, kept_weight)
+    if not wants_zloss:
+        return loss.to(input.dtype), None
+    zloss = _reduce(torch.where(kept, z_loss_scale * torch.logsumexp(logits, dim=1).square(), 0.0), reduction,
+                    kept_rows)
+    return (loss + zloss).to(input.dtype), zloss.to(input.dtype)
 
 
-def _cross_entropy_2d(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale, wants_zloss):
-    """(N, C) or (C,) input: one tilegrad call."""
+def _reduce(values: Tensor, reduction: str, mean_divisor) -> Tensor:
+    """``values`` as they are ("none"), summed, or summed and divided by ``mean_divisor`` ("mean"); the
+    sum in a fixed order (the same for any thread count)."""
+    if reduction == "none":
+        return values
+    total = fixed_order_sum(values)
+    return total / mean_divisor if reduction == "mean" else total
+
+
+def _cross_entropy_2d(input, target, path, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
+                      wants_zloss):
+    """(N, C) or (C,) input: one call."""
     single = input.dim() == 1
     if single:
         if target.dim() != 0:
             raise ValueError(f"cross_entropy: a (C,) input needs a 0-d target, got target shape {tuple(target.shape)}")
         input, target = input.unsqueeze(0), target.unsqueeze(0)
-    loss, zloss = _cross_entropy_rows(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
-                                      wants_zloss)
+    loss, zloss = _cross_entropy_rows(input, target, path, weight, reduction, ignore_index, label_smoothing,
+                                      z_loss_scale, wants_zloss)
     if single and reduction == "none":
         loss, zloss = loss.squeeze(0), (zloss.squeeze(0) if wants_zloss else zloss)
     return loss, zloss
 
 
-def _cross_entropy_kdim(input, target, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
+def _cross_entropy_kdim(input, target, path, weight, reduction, ignore_index, label_smoothing, z_loss_scale,
                         wants_zloss):
     """(N, C, d1, ...): one (N * d1 * ..., C) row matrix (class dimension last; a copy unless the
     layout is already channels-last) through one call. The kernel's reductions over those rows are
@@ -218,11 +229,10 @@ def _cross_entropy_kdim(input, target, weight, reduction, ignore_index, label_sm
     if input.numel() == 0:  # no rows to hand to the kernel; torch's answer (empty or NaN) is the rule
         if wants_zloss:
             raise ValueError(f"cross_entropy: z-loss needs a non-empty input, got shape {tuple(input.shape)}")
-        return TORCH_FUNCTIONS["cross_entropy"](input, target, weight, ignore_index=ignore_index, reduction=reduction,
-                                                label_smoothing=label_smoothing), None
+        return _cross_entropy_composite(input, target, weight, reduction, ignore_index, label_smoothing, 0.0, False)
     rows = input.movedim(1, -1).reshape(-1, classes)
-    loss, zloss = _cross_entropy_rows(rows, target.reshape(-1), weight, reduction, ignore_index, label_smoothing,
-                                      z_loss_scale, wants_zloss)
+    loss, zloss = _cross_entropy_rows(rows, target.reshape(-1), path, weight, reduction, ignore_index,
+                                      label_smoothing, z_loss_scale, wants_zloss)
     if reduction == "none":
         return loss.view(target.shape), (zloss.view(target.shape) if wants_zloss else None)
     return loss, zloss
@@ -235,27 +245,32 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """``F.embedding``; the weight gradient runs tilegrad's ``embedding_dense_backward``
     (``aclnnEmbeddingDenseBackward``: deterministic, float32 row sums). ``max_norm`` and
-    ``sparse=True`` go to torch's ``F.embedding``."""
-    if max_norm is not None or sparse or not _on_kernel_path(weight) or not _is_index_tensor(input) \
-            or weight.dim() != 2 or input.dim() == 0:
+    ``sparse=True`` go to torch's ``F.embedding``. float16 / bfloat16 weights take the kernel at every
+    size, except under ``torch.func`` transforms, where torch's embedding runs (16-bit weight gradients
+    then summed in 16 bits, as torch does: keeping float32 sums there would need a float32 copy of the
+    whole weight)."""
+    supported = (max_norm is None and not sparse and _on_kernel_path(weight) and _is_index_tensor(input)
+                 and weight.dim() == 2 and input.dim() != 0)
+    path = route(supported, weight.dtype, wants_grad=needs_autograd(weight),
+                 embedding=input.numel() * math.prod(weight.shape[1:]))
+    if path is Path.TORCH:
         return TORCH_FUNCTIONS["embedding"](input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
                                             sparse)
-    num_weights = weight.shape[0]
-    if padding_idx is None:
-        padding_idx = -1
-    elif padding_idx < 0:
-        if padding_idx < -num_weights:
-            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num_weights}), "
-                             f"got {padding_idx}")
-        padding_idx += num_weights
-    elif padding_idx >= num_weights:
-        raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num_weights}), got {padding_idx}")
-    if torch.compiler.is_compiling():
+    padding_idx = _kernel_padding_idx(padding_idx, weight.shape[0])
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.embedding(weight, input, padding_idx, scale_grad_by_freq)
-    if not (weight.requires_grad and torch.is_grad_enabled()) or _torch_runs_it(
-            "embedding", input.numel() * weight.shape[1], weight.dtype):
-        return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, False)  # torch's forward either way
+    if path is Path.COMPOSITE:  # the forward is torch's on every path; float32 weights: float32 row sums
+        return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, False)
     return TilegradEmbedding.apply(weight, input, padding_idx, scale_grad_by_freq)
+
+
+def _kernel_padding_idx(padding_idx: Optional[int], num_weights: int) -> int:
+    """torch's padding_idx (None, or in [-num_weights, num_weights)) as the kernel's: -1 for none."""
+    if padding_idx is None:
+        return -1
+    if not -num_weights <= padding_idx < num_weights:
+        raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num_weights}), got {padding_idx}")
+    return padding_idx % num_weights
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -270,17 +285,28 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
     target that requires grad gets torch's formula for its part."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("binary_cross_entropy_with_logits", reduction)
-    if not _on_kernel_path(input, target, weight, pos_weight) or input.shape != target.shape \
-            or _needs_grad(weight) or _needs_grad(pos_weight):
+    supported = (_on_kernel_path(input, target, weight, pos_weight) and input.shape == target.shape
+                 and not _needs_grad(weight) and not _needs_grad(pos_weight))
+    path = route(supported, input.dtype, binary_cross_entropy_with_logits=input.numel())
+    if path is Path.TORCH:
         return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
                                                                    pos_weight=pos_weight)
-    if torch.compiler.is_compiling():
+    if path is Path.COMPILE:
         return torch.ops.tilegrad.binary_cross_entropy_with_logits_fused(input, target, weight, pos_weight,
                                                                          _ops.REDUCTION_CODES[reduction])
-    if _torch_runs_it("binary_cross_entropy_with_logits", input.numel(), input.dtype):
-        return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
-                                                                   pos_weight=pos_weight)
+    if path is Path.COMPOSITE:
+        return _bce_composite(input, target, weight, pos_weight, reduction)
     return TilegradBceWithLogits.apply(input, target, weight, pos_weight, _ops.REDUCTION_CODES[reduction])
+
+
+def _bce_composite(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
+                   reduction: str) -> Tensor:
+    """The kernels' numerics in torch ops: torch's function per element on float32 tensors, reduced in
+    a fixed order, the loss rounded once to the target's dtype (the kernel's result dtype);
+    differentiable, gradients rounded once."""
+    x, y, w, pw = widened(input, target, weight, pos_weight)
+    elements = TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](x, y, w, reduction="none", pos_weight=pw)
+    return _reduce(elements, reduction, elements.numel()).to(target.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -290,7 +316,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          linear_bias: Optional[Tensor] = None, weight: Optional[Tensor] = None,
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
                          options=None, filter_eps: Union[None, str, float] = None,
-                         filter_tolerance: Optional[float] = None, filter_weight_bound: str = "column") -> Tensor:
+                         filter_tolerance: Optional[float] = None, filter_weight_bound: str = "column",
+                         loss_dtype: Optional[torch.dtype] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices, with ``linear_bias``,
@@ -303,10 +330,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     ``tilegrad/torch/_linear_cross_entropy.py``. The loss has ``input``'s dtype (as torch's); under
     CPU autocast the projection runs in the autocast dtype as ``F.linear`` would and the loss is
     float32. Second derivatives (``create_graph=True``) recompute through ``F.linear`` +
-    ``F.cross_entropy``; under ``torch.func`` transforms, for tiny problems (below
-    ``CROSSOVER_MACS`` multiply-adds, where torch is faster) and for what the kernels do not take
-    (K-dimensional weights, float64, ...) torch's ``F.linear_cross_entropy`` runs, with ``options``
-    (its chunking) passed on.
+    ``F.cross_entropy``; under ``torch.func`` transforms, for tiny float32 problems (below the
+    crossover's multiply-adds, ``CROSSOVER["linear_cross_entropy"]``, where torch is faster; float16
+    / bfloat16 take the kernel at every size) and for what the kernels do not take (K-dimensional
+    weights, float64, ...) torch's ``F.linear_cross_entropy`` runs, with ``options`` (its chunking)
+    passed on (class weights in the logits' dtype, int32 targets as int64, as it needs).
 
     ``filter_eps`` / ``filter_tolerance`` (tilegrad extensions; None: exact): gradient filtering as in
     :func:`tilegrad.fused_linear_cross_entropy` (``"auto"``: error-bounded at the dtype's unit
@@ -314,6 +342,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     ``filter_weight_bound``: grad_weight's bound under bounded filtering, ``"column"`` or ``"average"``
     (see :func:`tilegrad.fused_linear_cross_entropy`).
     Where torch's function runs (the cases above, tiny problems included) nothing is filtered.
+
+    ``loss_dtype`` (tilegrad extension; None: as above): the dtype of the returned loss.
+    ``torch.float32`` with 16-bit inputs returns the fused op's float32 loss unrounded (what Hugging
+    Face's causal-LM loss gives, which upcasts the logits first); where torch's function runs, the
+    projection is then computed in float32 too, so the loss is never rounded to 16 bits on the way.
     """
     _check_reduction("linear_cross_entropy", reduction)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
@@ -321,25 +354,43 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     weight_average = filter_weight_average(filter_weight_bound)
     if ignore_index is None:
         ignore_index = -100
-    loss_dtype = input.dtype
+    result_dtype = _check_loss_dtype(loss_dtype) or input.dtype
     cast = _autocast_dtype(input, linear_weight)
     if cast is not None:  # autocast runs the projection in its dtype and cross entropy in float32
         input, linear_weight = input.to(cast), linear_weight.to(cast)
         linear_bias = None if linear_bias is None else linear_bias.to(cast)
-        loss_dtype = torch.float32
+        result_dtype = loss_dtype or torch.float32
     args = (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing)
-    if not _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight):
-        return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
+    supported = _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight)
+    path = route(supported, input.dtype, linear_cross_entropy=_LCE.multiply_adds(input, linear_weight))
+    if path in (Path.TORCH, Path.COMPOSITE):
+        return _linear_cross_entropy_composite(*_widened(args, result_dtype), options).to(result_dtype)
     rows = _LCE.flatten_rows(input)
-    if torch.compiler.is_compiling():
-        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average)
-    elif _LCE.small_problem(rows.shape[0], rows.shape[1], linear_weight.shape[0]) or transform_active():
-        return _linear_cross_entropy_composite(*args, options).to(loss_dtype)
+    if path is Path.COMPILE:
+        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average, result_dtype)
     else:
         class_weight = None if weight is None else weight.to(torch.float32)
         loss = _LCE.apply(rows, linear_weight, target.reshape(-1), linear_bias, class_weight, ignore_index,
                           label_smoothing, _ops.REDUCTION_CODES[reduction], eps, tol, weight_average)
-    return (loss.view(target.shape) if reduction == "none" else loss).to(loss_dtype)
+    return (loss.view(target.shape) if reduction == "none" else loss).to(result_dtype)
+
+
+def _check_loss_dtype(loss_dtype) -> Optional[torch.dtype]:
+    if loss_dtype is not None and not (isinstance(loss_dtype, torch.dtype) and loss_dtype.is_floating_point):
+        raise TypeError(f"tilegrad.torch.linear_cross_entropy: loss_dtype must be None or a floating-point "
+                        f"torch.dtype (torch.float32 for an unrounded float32 loss), got {loss_dtype!r}")
+    return loss_dtype
+
+
+def _widened(args: tuple, result_dtype: torch.dtype) -> tuple:
+    """``(input, linear_weight, target, linear_bias, ...)`` with the projection's operands in
+    ``result_dtype`` where that is wider than the input's: torch's composite then forms float32
+    logits as the fused op does, instead of a 16-bit loss that a cast could not unround."""
+    input, linear_weight, target, linear_bias = args[:4]
+    if not (input.is_floating_point() and result_dtype.itemsize > input.dtype.itemsize):
+        return args
+    linear_bias = None if linear_bias is None else linear_bias.to(result_dtype)
+    return (input.to(result_dtype), linear_weight.to(result_dtype), target, linear_bias) + args[4:]
 
 
 def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight) -> bool:
@@ -353,7 +404,7 @@ def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, w
 
 
 def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
-                              label_smoothing, eps, tol, weight_average):
+                              label_smoothing, eps, tol, weight_average, result_dtype):
     """Under torch.compile: the torch.ops.tilegrad ops (they have fake kernels)."""
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                  for t in (rows, linear_weight, linear_bias))
@@ -366,8 +417,8 @@ def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, 
         return loss
     if linear_bias is None and weight is None and label_smoothing == 0.0:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index)
-    return _linear_cross_entropy_composite(rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction,
-                                           ignore_index, label_smoothing, None)
+    args = (rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction, ignore_index, label_smoothing)
+    return _linear_cross_entropy_composite(*_widened(args, result_dtype), None)
 
 
 def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index):
@@ -383,10 +434,13 @@ def _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_in
 def _linear_cross_entropy_composite(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
                                     label_smoothing, options):
     """torch's own F.linear_cross_entropy, with the caller's ``options`` (its chunking): what the fused
-    op does not take, tiny problems and torch.func transforms. torch takes (N, H) / (H,) inputs only:
-    (..., H) goes as rows; class weights in the logits' dtype, as torch's cross_entropy needs."""
+    op does not take, tiny float32 problems and torch.func transforms. torch takes (N, H) / (H,) inputs
+    only: (..., H) goes as rows; class weights in the logits' dtype and int32 targets as int64, as
+    torch's cross_entropy needs."""
     if weight is not None and weight.dtype != input.dtype and input.is_floating_point():
         weight = weight.to(input.dtype)
+    if target.dtype == torch.int32:
+        target = target.long()
     if input.dim() > 2 and linear_weight.dim() == 2 and not target.is_floating_point():
         loss = _linear_cross_entropy_composite(_LCE.flatten_rows(input), linear_weight, target.reshape(-1),
                                                linear_bias, weight, reduction, ignore_index, label_smoothing, options)

@@ -2,7 +2,7 @@
 
     import tilegrad.torch as tgt
     summary = tgt.patch(model)    # in place; prints as a table of what was replaced
-    tgt.unpatch(model)            # exactly the original modules and forward again
+    tgt.unpatch(model)            # exactly the original classes again
     tgt.enable()                  # torch.nn.functional.silu/cross_entropy/... -> tilegrad, process-wide
     tgt.disable()                 # torch's functions again
 
@@ -26,9 +26,18 @@ With Hugging Face ``transformers`` loaded, ``patch`` also handles the causal LMs
 ``CAUSAL_LM_FACTS``: their SiLU activation modules (``transformers.activations.SiLUActivation``), the
 token embedding (a plain ``torch.nn.Embedding``), and the training loss, which is computed as a fused
 linear cross entropy from the final hidden states (as Liger-Kernel does) so the ``(tokens, vocab)``
-logits never exist whole: in training mode with ``labels``, the output has the loss and
-``logits=None``. Without labels, in eval mode, or with options the fused path does not cover, the
-model's own forward runs unchanged.
+logits never exist whole: in training mode with ``labels``, the output has the loss (float32, as the
+model's own loss is) and ``logits=None`` (with ``return_dict=False``, None at the logits' index).
+Without labels, in eval mode, with a hook on ``lm_head`` or with options the fused path does not
+cover, the model's own forward runs unchanged.
+
+The fused loss is the forward of a class: the model becomes an instance of a subclass of its own
+class, under the same name. A user's subclass of a transformers causal LM keeps its own forward,
+whose ``super().forward(...)`` reaches the fused one (an auxiliary loss it adds is kept); a forward
+wrapper set on the instance after ``patch`` (accelerate's ``prepare``) wraps the fused forward. A
+wrapper set *before* ``patch`` calls the library's forward itself: that loss stays unfused, and
+``patch`` says so (patch first, then wrap). ``torch.compile(model, fullgraph=True)`` traces the
+fused forward.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch.nn import functional as F
+from torch.nn.modules import module as _torch_module
 
 from . import _decoder as TD
 from . import functional as TF
@@ -68,7 +78,7 @@ class CausalLMFacts:
     attribute holding the output ``nn.Linear``. All listed models share transformers' standard
     causal-LM forward (``self.model`` -> ``slice_logits_to_keep`` -> ``self.lm_head`` ->
     ``self.loss_function``), checked by the tests against each model's own forward. The argument
-    names are not listed: the fused forward reads them from the model's own signature.
+    names are not listed: the fused forward reads them from the library class's own signature.
 
     ``prefix``: the family's class-name prefix in ``transformers.models.<type>.modeling_<type>``, where
     ``<prefix>RMSNorm``, ``<prefix>MLP`` and ``<prefix>Attention`` (which applies the rotary embedding
@@ -186,6 +196,18 @@ class _ClassSwap:
         return (f"its class is now {_qualname(current)}, neither {_qualname(self.new_class)} nor a class "
                 f"derived from it")
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """A causal-LM class made by patch has no importable name: it pickles as what it is made from."""
+        state = dict(self.__dict__)
+        if issubclass(self.new_class, _FusedCausalLM):
+            state["new_class"] = _FusedClassKey.of(self.new_class)
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if isinstance(state["new_class"], _FusedClassKey):
+            state = {**state, "new_class": state["new_class"].made()}
+        self.__dict__.update(state)
+
     def undo(self) -> None:
         current = type(self.module)
         if current is self.new_class:
@@ -206,49 +228,16 @@ def _rebased(cls: type, base: type, replacement: type) -> type:
     return type(cls.__name__, bases, namespace)
 
 
-@dataclasses.dataclass
-class _ForwardSwap:
-    """An instance ``forward`` is installed; ``previous`` is the instance attribute it shadows, if any."""
-
-    module: torch.nn.Module
-    had_instance_forward: bool
-    previous: Any
-    replacement: Replacement
-    sequence: int = dataclasses.field(default_factory=lambda: next(_sequence))
-
-    def apply(self) -> None:
-        if self.had_instance_forward:  # e.g. a hook library's wrapper: the fallback path keeps calling it
-            self.module.__dict__[_PREVIOUS_FORWARD_ATTR] = self.previous
-        self.module.__dict__["forward"] = _FusedCausalLMForward(self.module)
-
-    def undo_problem(self) -> Optional[str]:
-        return None
-
-    def undo(self) -> None:
-        self.module.__dict__.pop(_PREVIOUS_FORWARD_ATTR, None)
-        if self.had_instance_forward:
-            self.module.__dict__["forward"] = self.previous
-        else:
-            self.module.__dict__.pop("forward", None)
-
-
-_Change = Union[_ClassSwap, _ForwardSwap]
-
-
-def _record(change: _Change) -> None:
+def _record(change: _ClassSwap) -> None:
     change.module.__dict__.setdefault(_RECORDS_ATTR, []).append(change)
 
 
-def _unrecord(change: _Change) -> None:
+def _unrecord(change: _ClassSwap) -> None:
     records = change.module.__dict__.get(_RECORDS_ATTR, [])
     if change in records:
         records.remove(change)
     if not records:
         change.module.__dict__.pop(_RECORDS_ATTR, None)
-
-
-def _recorded(module: torch.nn.Module, kind: type) -> bool:
-    return any(isinstance(r, kind) for r in module.__dict__.get(_RECORDS_ATTR, ()))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -393,21 +382,56 @@ def _qualname(cls: type) -> str:
 
 # ----------------------------------------------------------------------------------------------
 # Hugging Face causal LMs: the loss as a fused linear cross entropy
+#
+# The fused loss lives in a class, never on the instance: patch gives the model a subclass of the
+# transformers causal-LM class it is (or derives from) whose forward is the fused one. Below a user's
+# subclass it is inserted under that subclass, so the user's forward still runs and reaches it through
+# super().forward (an auxiliary loss is kept); a forward wrapper set on the instance after patch
+# (accelerate's prepare) wraps it. A wrapper set before patch holds the library's forward itself, past
+# any class patch could insert: that loss is left unfused, and patch says so.
 
 
 @dataclasses.dataclass(frozen=True)
 class _ForwardMap:
-    """How a causal LM's own forward is read: its signature, the named parameters handed on to the
-    decoder, and the name of its ``**kwargs`` (loss options such as ``num_items_in_batch`` live there)."""
+    """The library's causal-LM forward, read once at patch time (nothing is inspected while it runs,
+    so torch.compile traces it): its named parameters in positional order and their defaults, those
+    handed on to the decoder (the rest, such as ``num_items_in_batch``, arrive in its ``**kwargs``),
+    and its output class with that class's fields in order."""
 
-    signature: inspect.Signature
+    positional: Tuple[str, ...]
+    defaults: Dict[str, Any]
     passed: Tuple[str, ...]
-    var_keyword: str
-    output_class: Optional[type]
+    output_class: type
+    output_fields: Tuple[str, ...]
+
+    def bind(self, args: tuple, kwargs: Dict[str, Any]) -> Optional[Tuple[Dict[str, Any], Dict[str, Any]]]:
+        """``(named arguments with the defaults filled in, the **kwargs rest)`` as the library forward
+        binds them; None where it would not bind them (its own call then raises its own error)."""
+        given = dict(zip(self.positional, args))
+        if len(args) > len(self.positional) or any(name in kwargs for name in given):
+            return None
+        named = {**self.defaults, **given}
+        rest = {}
+        for name, value in kwargs.items():
+            if name in named:
+                named[name] = value
+            else:
+                rest[name] = value
+        if any(value is inspect.Parameter.empty for value in named.values()):
+            return None
+        return named, rest
 
 
 def _looks_like_language_model(module: torch.nn.Module) -> bool:
-    return type(module).__name__.endswith(_LM_CLASS_SUFFIXES) and hasattr(module, "config")
+    return any(c.__name__.endswith(_LM_CLASS_SUFFIXES) for c in type(module).__mro__) and hasattr(module, "config")
+
+
+def _library_class(cls: type) -> Optional[type]:
+    """The transformers causal-LM class ``cls`` is or derives from (the nearest), else None."""
+    for base in cls.__mro__:
+        if base.__module__.startswith("transformers.") and base.__name__.endswith("ForCausalLM"):
+            return base
+    return None
 
 
 def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
@@ -418,41 +442,64 @@ def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
     if facts is None:
         return (f"model_type {model_type!r} is not in tilegrad.torch.patching.CAUSAL_LM_FACTS "
                 f"({', '.join(sorted(CAUSAL_LM_FACTS))}); its loss is not fused")
-    if not type(module).__name__.endswith("ForCausalLM"):
-        return f"{type(module).__name__} is not a ForCausalLM class; its loss is not fused"
+    library = _library_class(type(module))
+    if library is None:
+        return f"{type(module).__name__} derives from no transformers ForCausalLM class; its loss is not fused"
+    if "forward" in module.__dict__:
+        return (f"its forward is set on the instance (a wrapper, as accelerate's prepare() installs), which calls "
+                f"{library.__name__}.forward past any class patch could give the model; its loss is not fused: "
+                f"patch before wrapping")
     head = getattr(module, facts.lm_head, None)
-    if not isinstance(head, torch.nn.Linear):
+    if type(head) is not torch.nn.Linear:
         return f"its {facts.lm_head} is {type(head).__name__}, not torch.nn.Linear; its loss is not fused"
     decoder = getattr(module, facts.decoder, None)
     if not isinstance(decoder, torch.nn.Module):
         return f"it has no decoder module {facts.decoder!r}; its loss is not fused"
-    forward_map = _forward_map(type(module), type(decoder))
-    return facts if isinstance(forward_map, _ForwardMap) else forward_map + "; its loss is not fused"
+    forward_map = _forward_map(library)
+    reason = forward_map if isinstance(forward_map, str) else _decoder_refusal(library, forward_map, type(decoder))
+    return facts if reason is None else reason + "; its loss is not fused"
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_map(cls: type, decoder_cls: type) -> Union[_ForwardMap, str]:
-    """Read the class's own forward once: what it takes is what the fused forward takes and hands on.
-    A reason (str) where it cannot be mapped."""
-    signature = inspect.signature(cls.forward)
+def _forward_map(library: type) -> Union[_ForwardMap, str]:
+    """Read the library class's forward once: what it takes is what the fused forward takes and hands
+    on. A reason (str) where it cannot be mapped."""
+    signature = inspect.signature(library.forward)
     parameters = list(signature.parameters.values())[1:]
     names = [p.name for p in parameters]
     missing = [name for name in _CONSUMED_PARAMETERS if name not in names]
     if missing:
-        return f"{cls.__name__}.forward has no parameter {' or '.join(map(repr, missing))}"
+        return f"{library.__name__}.forward has no parameter {' or '.join(map(repr, missing))}"
     if any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in parameters):
-        return f"{cls.__name__}.forward takes positional-only arguments"
-    var_keyword = [p.name for p in parameters if p.kind is p.VAR_KEYWORD]
-    if not var_keyword:
-        return f"{cls.__name__}.forward takes no **kwargs (where the loss options arrive)"
-    passed = tuple(p.name for p in parameters if p.kind is not p.VAR_KEYWORD and p.name not in _CONSUMED_PARAMETERS)
+        return f"{library.__name__}.forward takes positional-only arguments"
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return f"{library.__name__}.forward takes no **kwargs (where the loss options arrive)"
+    named = [p for p in parameters if p.kind is not p.VAR_KEYWORD]
+    output_class = _output_class(signature)
+    return _ForwardMap(positional=tuple(p.name for p in named if p.kind is p.POSITIONAL_OR_KEYWORD),
+                       defaults={p.name: p.default for p in named},
+                       passed=tuple(p.name for p in named if p.name not in _CONSUMED_PARAMETERS),
+                       output_class=output_class,
+                       output_fields=tuple(f.name for f in dataclasses.fields(output_class)))
+
+
+def _output_class(signature: inspect.Signature) -> type:
+    """The output class the forward is annotated with, else transformers' CausalLMOutputWithPast."""
+    annotation = signature.return_annotation
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return annotation
+    from transformers.modeling_outputs import CausalLMOutputWithPast  # loaded with any transformers model
+    return CausalLMOutputWithPast
+
+
+def _decoder_refusal(library: type, forward_map: _ForwardMap, decoder_cls: type) -> Optional[str]:
+    """Why the decoder cannot take what the library forward hands it, else None."""
     decoder_parameters = inspect.signature(decoder_cls.forward).parameters
-    not_taken = [name for name in passed if name not in decoder_parameters]
+    not_taken = [name for name in forward_map.passed if name not in decoder_parameters]
     if not_taken:
-        return (f"{cls.__name__}.forward takes {', '.join(map(repr, not_taken))}, which "
+        return (f"{library.__name__}.forward takes {', '.join(map(repr, not_taken))}, which "
                 f"{decoder_cls.__name__}.forward does not")
-    output_class = signature.return_annotation if isinstance(signature.return_annotation, type) else None
-    return _ForwardMap(signature, passed, var_keyword[0], output_class)
+    return None
 
 
 def _standard_causal_lm_loss() -> Optional[Callable]:
@@ -460,81 +507,129 @@ def _standard_causal_lm_loss() -> Optional[Callable]:
     return getattr(loss_utils, "ForCausalLMLoss", None)
 
 
-_PREVIOUS_FORWARD_ATTR = "_tilegrad_previous_forward"
+class _FusedCausalLM:
+    """Base of the causal-LM classes patch makes. The fused loss applies only to an instance of one
+    (a forward captured before unpatch falls back to the library's), and an instance pickles (and
+    deep-copies) by the :class:`_FusedClassKey` of its class, made again on loading."""
+
+    def __reduce_ex__(self, protocol):
+        return _patched_causal_lm_instance, (_FusedClassKey.of(type(self)),), self.__getstate__()
 
 
-def _fused_causal_lm_forward(self, *args, **kwargs):
-    """tilegrad-patched causal-LM forward: in training with labels the loss is a fused linear cross
-    entropy from the final hidden states and ``logits`` is None; otherwise the model's own forward.
+@dataclasses.dataclass(frozen=True)
+class _FusedClassKey:
+    """What a made causal-LM class is made from: the class patch replaced and the model's facts."""
 
-    It takes exactly what the model's own forward takes (bound against that signature, so any
-    spelling transformers uses, e.g. ``past_key_values`` or ``cache``, passes through unchanged).
-    Installed per instance through :class:`_FusedCausalLMForward`.
-    """
-    facts = _causal_lm_facts(self)
-    if isinstance(facts, CausalLMFacts):
-        decoder = getattr(self, facts.decoder)
-        forward_map = _forward_map(type(self), type(decoder))
-        bound = forward_map.signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        labels, logits_to_keep = bound.arguments["labels"], bound.arguments["logits_to_keep"]
-        if _fused_loss_applies(self, labels, logits_to_keep):
-            options = dict(bound.arguments[forward_map.var_keyword])
-            return_dict = options.pop("return_dict", None)
-            if return_dict is None:
-                return_dict = getattr(self.config, "return_dict", True)
-            outputs = decoder(**{name: bound.arguments[name] for name in forward_map.passed}, **options)
-            loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(self, facts.lm_head), labels, **options)
-            result = _causal_lm_output(forward_map.output_class, loss, outputs)
-            return result if return_dict else result.to_tuple()
-    previous = self.__dict__.get(_PREVIOUS_FORWARD_ATTR) or type(self).forward.__get__(self)
-    return previous(*args, **kwargs)
+    original: type
+    facts: CausalLMFacts
+
+    @staticmethod
+    def of(made: type) -> "_FusedClassKey":
+        return _FusedClassKey(made._tilegrad_original, made._tilegrad_facts)
+
+    def made(self) -> type:
+        return _fused_class(self.original, self.facts)
 
 
-class _FusedCausalLMForward:
-    """The instance ``forward`` patch installs on a causal LM. It holds its module, so ``copy.deepcopy``
-    rebinds it to the copy and ``torch.save(model)`` pickles it (a bound method would not), and it
-    shows the model's own signature (``inspect.signature(model.forward)``: what transformers' Trainer
-    reads to keep dataset columns)."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.__self__ = module
-
-    def __call__(self, *args, **kwargs):
-        return _fused_causal_lm_forward(self.__self__, *args, **kwargs)
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(type(self.__self__).forward.__get__(self.__self__))
-
-    @property
-    def __doc__(self) -> Optional[str]:  # type: ignore[override]
-        return _fused_causal_lm_forward.__doc__
+def _patched_causal_lm_instance(key: _FusedClassKey) -> torch.nn.Module:
+    """Unpickling (or ``copy.deepcopy``) a patched causal LM: an empty instance of its made class; its
+    state follows."""
+    cls = key.made()
+    return cls.__new__(cls)
 
 
-def _causal_lm_output(output_class: Optional[type], loss: torch.Tensor, decoder_outputs):
-    """The model's own output class, with ``logits=None`` and every other field the decoder returned
-    (``past_key_values`` or ``cache``, hidden states, attentions) carried over by name."""
-    if output_class is None or not dataclasses.is_dataclass(output_class):
-        from transformers.modeling_outputs import CausalLMOutputWithPast
-        output_class = CausalLMOutputWithPast
-    carried = {f.name: getattr(decoder_outputs, f.name, None) for f in dataclasses.fields(output_class)
-               if f.name not in ("loss", "logits")}
-    return output_class(loss=loss, logits=None, **carried)
+@functools.lru_cache(maxsize=None)
+def _fused_class(original: type, facts: CausalLMFacts) -> type:
+    """The class patch gives a causal LM of class ``original``: for a transformers class, a subclass
+    whose forward is the fused one; for a user's subclass of one, a class deriving from it and from
+    that, so that ``original.forward`` runs and its ``super().forward`` reaches the fused forward. It
+    keeps ``original``'s name: transformers writes ``type(model).__name__`` into a saved config."""
+    library = _library_class(original)
+    fused_library = _fused_library_class(library, facts)
+    if original is library:
+        return fused_library
+    return _named_like(original, (original, fused_library), {"_tilegrad_original": original, "_tilegrad_facts": facts},
+                       original.__doc__)
 
 
-def _fused_loss_applies(model: torch.nn.Module, labels, logits_to_keep) -> bool:
-    """Only the plain training case: labels, all positions, transformers' standard causal-LM loss."""
-    return (model.training and labels is not None and isinstance(logits_to_keep, int) and logits_to_keep == 0
+@functools.lru_cache(maxsize=None)
+def _fused_library_class(library: type, facts: CausalLMFacts) -> type:
+    namespace = {"forward": _fused_forward(library, facts, _forward_map(library)), "_tilegrad_original": library,
+                 "_tilegrad_facts": facts}
+    return _named_like(library, (_FusedCausalLM, library), namespace,
+                       f"{library.__name__} whose training loss is tilegrad's fused linear cross entropy "
+                       f"(made by tilegrad.torch.patch).")
+
+
+def _named_like(cls: type, bases: tuple, namespace: Dict[str, Any], doc: Optional[str]) -> type:
+    return type(cls.__name__, bases, {**namespace, "__module__": __name__, "__qualname__": cls.__qualname__,
+                                      "__doc__": doc})
+
+
+def _fused_forward(library: type, facts: CausalLMFacts, forward_map: _ForwardMap) -> Callable:
+    """The forward of the class patch makes from ``library``: in training with labels, the loss is a
+    fused linear cross entropy from the final hidden states and ``logits`` is None; otherwise (and
+    after unpatch) ``library.forward`` itself. It takes exactly what that forward takes, and shows its
+    signature (``inspect.signature(model.forward)``: what transformers' Trainer reads to keep dataset
+    columns)."""
+    library_forward = library.forward
+    standard_loss = _standard_causal_lm_loss()
+
+    @functools.wraps(library_forward)
+    def forward(self, *args, **kwargs):
+        bound = forward_map.bind(args, kwargs)
+        if bound is not None and _fused_loss_applies(self, facts, bound[0], standard_loss):
+            return _fused_causal_lm_output(self, facts, forward_map, *bound)
+        return library_forward(self, *args, **kwargs)
+    return forward
+
+
+def _fused_loss_applies(model: torch.nn.Module, facts: CausalLMFacts, named: Dict[str, Any],
+                        standard_loss: Optional[Callable]) -> bool:
+    """Only the plain training case of a patched model: labels, all positions, transformers' standard
+    causal-LM loss, and an lm_head whose call is its weight and bias alone."""
+    logits_to_keep = named["logits_to_keep"]
+    return (isinstance(model, _FusedCausalLM) and model.training and named["labels"] is not None
+            and isinstance(logits_to_keep, int) and logits_to_keep == 0
             and getattr(model.config, "final_logit_softcapping", None) is None
-            and getattr(model, "loss_function", None) is _standard_causal_lm_loss())
+            and getattr(model, "loss_function", None) is standard_loss
+            and _plain_linear(getattr(model, facts.lm_head, None)))
+
+
+def _plain_linear(module: Any) -> bool:
+    """A torch.nn.Linear with no forward hook (its own or global) and no forward set on the instance:
+    the fused loss reads only its weight and bias, so it would skip them."""
+    return (type(module) is torch.nn.Linear and "forward" not in module.__dict__
+            and not (module._forward_hooks or module._forward_pre_hooks)
+            and not (_torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks))
+
+
+def _fused_causal_lm_output(model: torch.nn.Module, facts: CausalLMFacts, forward_map: _ForwardMap,
+                            named: Dict[str, Any], rest: Dict[str, Any]):
+    """The decoder's outputs and the fused loss from its final hidden states, in the model's own output
+    class with ``logits=None``, every other field the decoder returned carried over by name. With
+    ``return_dict=False``: the tuple ``to_tuple()`` gives, with None kept at the logits' index so that
+    every other value stands where the unpatched model puts it."""
+    options = dict(rest)
+    return_dict = options.pop("return_dict", None)
+    if return_dict is None:
+        return_dict = getattr(model.config, "return_dict", True)
+    outputs = getattr(model, facts.decoder)(**{name: named[name] for name in forward_map.passed}, **options)
+    loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(model, facts.lm_head), named["labels"],
+                                 **options)
+    values = {name: loss if name == "loss" else None if name == "logits" else getattr(outputs, name, None)
+              for name in forward_map.output_fields}
+    if return_dict:
+        return forward_map.output_class(**values)
+    return tuple(value for name, value in values.items() if value is not None or name == "logits")
 
 
 def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels: torch.Tensor, *,
                           num_items_in_batch=None, ignore_index: int = -100, shift_labels=None, **_: Any
                           ) -> torch.Tensor:
     """transformers' ForCausalLMLoss (tokens < n predict n; mean over non-ignored tokens, or sum /
-    num_items_in_batch), with the logits formed block by block inside tilegrad's fused op."""
+    num_items_in_batch; a float32 loss, as its upcast of the logits gives), with the logits formed
+    block by block inside tilegrad's fused op."""
     if shift_labels is None:
         # the label of position t is token t + 1; the last position has none (ignored), so hidden
         # stays whole and is never sliced or copied
@@ -542,7 +637,7 @@ def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels
     shift_labels = shift_labels.to(hidden.device).reshape(hidden.shape[:-1])
     reduction = "sum" if num_items_in_batch is not None else "mean"
     loss = TF.linear_cross_entropy(hidden, lm_head.weight, shift_labels, linear_bias=lm_head.bias,
-                                   reduction=reduction, ignore_index=ignore_index).float()
+                                   reduction=reduction, ignore_index=ignore_index, loss_dtype=torch.float32)
     if num_items_in_batch is not None:
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
@@ -550,19 +645,29 @@ def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels
     return loss
 
 
-def _plan_forward_swap(path: str, module: torch.nn.Module) -> Union[_ForwardSwap, Skipped, None]:
-    """The fused-loss forward for a supported causal LM; a Skipped (with the reason) for a language
+def _plan_fused_loss(path: str, module: torch.nn.Module) -> Union[_ClassSwap, Skipped, None]:
+    """The fused-loss class for a supported causal LM; a Skipped (with the reason) for a language
     model it cannot take; None for anything else or a model patched already (from any root)."""
-    if not _looks_like_language_model(module) or _recorded(module, _ForwardSwap):
+    if not _looks_like_language_model(module) or isinstance(module, _FusedCausalLM):
         return None
     path = path or "<model>"
     facts = _causal_lm_facts(module)
     if not isinstance(facts, CausalLMFacts):
         return Skipped(path, _qualname(type(module)), facts)
-    shadowed = module.__dict__.get("forward")
-    return _ForwardSwap(module, "forward" in module.__dict__, shadowed,
-                        Replacement(f"{path}.forward" if path != "<model>" else "forward", "logits + loss_function",
-                                    "tilegrad fused linear cross entropy (training with labels)"))
+    original = type(module)
+    return _ClassSwap(module, original, _fused_class(original, facts), {},
+                      Replacement(f"{path}.forward" if path != "<model>" else "forward", "logits + loss_function",
+                                  _fused_loss_description(original)))
+
+
+def _fused_loss_description(original: type) -> str:
+    library = _library_class(original)
+    own = [c for c in original.__mro__[:original.__mro__.index(library)] if "forward" in vars(c)]
+    text = "tilegrad fused linear cross entropy (training with labels)"
+    if own:
+        text += (f"; {own[0].__name__}.forward runs and is fused where it calls {library.__name__}.forward "
+                 f"through super()")
+    return text
 
 
 # ----------------------------------------------------------------------------------------------
@@ -570,15 +675,15 @@ def _plan_forward_swap(path: str, module: torch.nn.Module) -> Union[_ForwardSwap
 
 
 def _plan(model: torch.nn.Module, rules: Dict[type, Tuple[type, Dict[str, Any]]], fuse_causal_lm_loss: bool
-          ) -> Tuple[List[_Change], List[Skipped]]:
+          ) -> Tuple[List[_ClassSwap], List[Skipped]]:
     """Every change patch() would make, and what it would leave as it was; changes nothing."""
-    changes: List[_Change] = []
+    changes: List[_ClassSwap] = []
     skipped: List[Skipped] = []
     for path, module in model.named_modules(remove_duplicate=True):
         swap = _plan_class_swap(path, module, rules)
         if swap is not None:
             changes.append(swap)
-        planned = _plan_forward_swap(path, module) if fuse_causal_lm_loss else None
+        planned = _plan_fused_loss(path, module) if fuse_causal_lm_loss else None
         if isinstance(planned, Skipped):
             skipped.append(planned)
         elif planned is not None:
@@ -586,9 +691,9 @@ def _plan(model: torch.nn.Module, rules: Dict[type, Tuple[type, Dict[str, Any]]]
     return changes, skipped
 
 
-def _apply_all(changes: List[_Change]) -> None:
+def _apply_all(changes: List[_ClassSwap]) -> None:
     """Apply every change, or (if one fails) none: the ones applied are undone before re-raising."""
-    done: List[_Change] = []
+    done: List[_ClassSwap] = []
     try:
         for change in changes:
             change.apply()
@@ -613,7 +718,8 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
         cross_entropy: ``torch.nn.CrossEntropyLoss`` -> ``tilegrad.torch.nn.CrossEntropyLoss``.
         binary_cross_entropy_with_logits: ``torch.nn.BCEWithLogitsLoss`` -> tilegrad's.
         linear_cross_entropy: ``torch.nn.LinearCrossEntropyLoss`` -> tilegrad's, and the training loss
-            of the transformers causal LMs in ``CAUSAL_LM_FACTS`` as a fused linear cross entropy.
+            of the transformers causal LMs in ``CAUSAL_LM_FACTS`` (and of user subclasses of them, where
+            their forward calls ``super().forward``) as a fused linear cross entropy.
         rms_norm: ``torch.nn.RMSNorm`` -> ``tilegrad.torch.nn.RMSNorm``, and the RMSNorm modules of
             those families (``tgt.rms_norm``).
         swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU only).

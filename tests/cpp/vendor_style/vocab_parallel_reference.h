@@ -1,4 +1,4 @@
-/* Float64 reference of the vocabulary-parallel cross entropy on one rank (SEMANTICS section 5), shared by
+/* Float64 reference of the vocabulary-parallel cross entropy on one rank (specification section 5), shared by
  * the samples of aclnnFusedLinearOnlineMaxSum, aclnnFusedCrossEntropyLossWithMaxSum and
  * aclnnFusedLinearCrossEntropyLossGrad. The rank holds vocabulary ids [start, end), end - start <= V, as
  * the rows of weight (V, H); input (BT, H), logits L = input @ weight^T (BT, V), target (BT) global ids.

@@ -1,4 +1,4 @@
-// aclnnSiluBackward: validation (SEMANTICS section 1), launch, native C++ API and C ABI.
+// aclnnSiluBackward: validation (specification section 1), launch, native C++ API and C ABI.
 #include <memory>
 
 #include "aclnnop/aclnn_silu_backward.h"

@@ -1,4 +1,4 @@
-// aclnnEmbeddingDenseBackward: validation (SEMANTICS section 4), launch (counting sort of the
+// aclnnEmbeddingDenseBackward: validation (specification section 4), launch (counting sort of the
 // indices, then every output row written once by the thread owning it), native C++ API and C ABI.
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Argument checks shared by aclnnBinaryCrossEntropyWithLogits (the forward, its README) and
-// aclnnBinaryCrossEntropyWithLogitsBackward (SEMANTICS section 2): one validation in the order of
-// SEMANTICS section 0 (dtypes -> ranks -> shapes -> reduction -> overlaps; nulls are the C ABI's,
+// aclnnBinaryCrossEntropyWithLogitsBackward (specification section 2): one validation in the order of
+// specification section 0 (dtypes -> ranks -> shapes -> reduction -> overlaps; nulls are the C ABI's,
 // before this), the C ABI's tensors as views, and the optional-tensor helpers both launches use.
 #pragma once
 

@@ -1,5 +1,5 @@
 // aclnnBinaryCrossEntropyWithLogitsBackward: launch, native C++ API and C ABI; the validation
-// (SEMANTICS section 2) is the family's, bce_checks.h.
+// (specification section 2) is the family's, bce_checks.h.
 #include <memory>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// Pieces shared by aclnnCrossEntropyLoss and aclnnCrossEntropyLossGrad (SEMANTICS section 3), kept
+// Pieces shared by aclnnCrossEntropyLoss and aclnnCrossEntropyLossGrad (specification section 3), kept
 // in the family folder: attribute checks, loss shapes, class-weight access
 // and the serial target scan that checks every target and reduces the mean divisors in a fixed
 // order (row 0, 1, 2, ...), whatever the thread count.

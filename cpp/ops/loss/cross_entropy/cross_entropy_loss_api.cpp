@@ -1,4 +1,4 @@
-// aclnnCrossEntropyLoss: validation (SEMANTICS sections 0 and 3), launch, native C++ API and C ABI.
+// aclnnCrossEntropyLoss: validation (specification sections 0 and 3), launch, native C++ API and C ABI.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

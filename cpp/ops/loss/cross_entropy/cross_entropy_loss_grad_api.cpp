@@ -1,4 +1,4 @@
-// aclnnCrossEntropyLossGrad: validation (SEMANTICS sections 0 and 3), launch, native C++ API and C ABI.
+// aclnnCrossEntropyLossGrad: validation (specification sections 0 and 3), launch, native C++ API and C ABI.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -45,7 +45,7 @@ void check_overlaps(const GradArgs& a) {
     if (present(*t)) core::require_no_partial_overlap(kOp, "xGradOut", a.x_grad, name, *t, false);
 }
 
-// Validation in the SEMANTICS order: dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
+// Validation in the specification's order (section 0): dtypes, ranks, shapes, attributes, overlaps. Returns the reduction.
 Reduction validate(const GradArgs& a) {
   const bool has_w = present(a.weight), has_gz = present(a.grad_zloss), has_lse = present(a.lse);
   core::require_well_formed(kOp, "gradLoss", a.grad_loss);

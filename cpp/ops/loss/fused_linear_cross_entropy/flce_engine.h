@@ -34,7 +34,7 @@ struct FlceFeatures {
   FlceFilterBound* bound = nullptr;  // error-bounded filtering (then filter_eps is 0), or null
 };
 
-// Per-row loss terms and gradient coefficients of the single-process op (SEMANTICS section 5 plus
+// Per-row loss terms and gradient coefficients of the single-process op (specification section 5 plus
 // PyTorch's label smoothing / class weights, z-loss). ce = (1 - eps) w_t (lse - z_t) +
 // eps / C * sum_j w_j (lse - z_j); zloss = lambda * lse^2; the gradient of
 // scale * ce + zscale * zloss over z_j is coef_p * p_j - coef_t * (j == t) - coef_u * w_j.

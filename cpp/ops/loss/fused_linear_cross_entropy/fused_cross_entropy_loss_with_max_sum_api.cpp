@@ -1,4 +1,4 @@
-// aclnnFusedCrossEntropyLossWithMaxSum: validation (SEMANTICS section 5), launch, native C++ API and C ABI.
+// aclnnFusedCrossEntropyLossWithMaxSum: validation (specification section 5), launch, native C++ API and C ABI.
 #include <cmath>
 #include <memory>
 

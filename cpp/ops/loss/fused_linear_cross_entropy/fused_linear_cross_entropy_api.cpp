@@ -74,8 +74,9 @@ void validate_options(const Args& a, Reduction reduction, const FusedLinearCross
               o.softcap);
   core::check(std::isfinite(o.filter_eps) && o.filter_eps >= 0.0f, kOp,
               ": filter_eps must be finite and >= 0 (0: exact), got ", o.filter_eps);
-  core::check(std::isfinite(o.filter_tolerance) && o.filter_tolerance >= 0.0f, kOp,
-              ": filter_tolerance must be finite and >= 0 (0: off), got ", o.filter_tolerance);
+  core::check(o.filter_tolerance >= 0.0f && o.filter_tolerance < 1.0f, kOp,
+              ": filter_tolerance must be in [0, 1) (0: off; 1 or more would let every block go), got ",
+              o.filter_tolerance);
   core::check(!(o.filter_tolerance > 0.0f && o.filter_eps > 0.0f), kOp,
               ": filter_eps (", o.filter_eps, ") and filter_tolerance (", o.filter_tolerance,
               ") exclude each other: set one");

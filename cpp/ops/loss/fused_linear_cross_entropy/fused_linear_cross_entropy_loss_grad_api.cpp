@@ -1,4 +1,4 @@
-// aclnnFusedLinearCrossEntropyLossGrad: validation (SEMANTICS section 5), launch, native C++ API and C ABI.
+// aclnnFusedLinearCrossEntropyLossGrad: validation (specification section 5), launch, native C++ API and C ABI.
 #include <memory>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// aclnnFusedLinearOnlineMaxSum: validation (SEMANTICS section 5), launch, native C++ API and C ABI.
+// aclnnFusedLinearOnlineMaxSum: validation (specification section 5), launch, native C++ API and C ABI.
 #include <limits>
 #include <memory>
 #include <vector>

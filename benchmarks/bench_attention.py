@@ -1,0 +1,89 @@
+"""Flash attention forward + backward: tilegrad (NumPy API) vs PyTorch's F.scaled_dot_product_attention.
+
+    python benchmarks/bench_attention.py [--quick] [--reps N] [--threads N] [--json PATH]
+
+Causal attention, BNSD, GQA: B=2, 9/3 heads, S=512, D=64 (SmolLM2-135M) and B=1, 16/8 heads, S=1024,
+D=128, in fp32 and bf16. torch runs SDPA (is_causal=True, enable_gqa=True) forward, then backward
+through autograd; tilegrad runs flash_attention_score (sparse mode 2 with the 2048 x 2048 template)
+then flash_attention_score_grad on zero-copy NumPy views of the same tensors. GFLOP/s counts the
+causal half of the 2 (fwd) + 5 (bwd) GEMMs: 7 * 2 * B * N1 * S^2 * D / 2 (the same work for both;
+tilegrad's grad recomputes two of them, not counted). --quick shrinks S to 128 as a smoke test.
+"""
+
+import argparse
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import add_run_options, compare, parse_args, print_table, rel_error, set_threads  # noqa: E402
+
+import tilegrad as tg  # noqa: E402
+
+CASES = [(2, 9, 3, 512, 64), (1, 16, 8, 1024, 128)]  # (B, N1, N2, S, D); the first is SmolLM2-135M's
+
+
+def as_numpy(torch, t):
+    """Zero-copy NumPy view of a CPU tensor (bf16 via an int16 view)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def run_case(torch, b, n1, n2, s, d, dtype, reps):
+    F = torch.nn.functional
+    tdt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(b, n1, s, d, generator=g).to(tdt)
+    k = torch.randn(b, n2, s, d, generator=g).to(tdt)
+    v = torch.randn(b, n2, s, d, generator=g).to(tdt)
+    dy = torch.randn(b, n1, s, d, generator=g).to(tdt)
+    scale = d ** -0.5
+    mask = np.triu(np.ones((2048, 2048), np.uint8), 1)
+    nq, nk, nv, ndy = (as_numpy(torch, t) for t in (q, k, v, dy))
+    opts = dict(scale_value=scale, atten_mask=mask, sparse_mode=2)
+
+    def torch_step():
+        tq, tk, tv = (t.detach().requires_grad_() for t in (q, k, v))
+        out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, scale=scale, enable_gqa=True)
+        out.backward(dy)
+        return out, tq.grad, tk.grad, tv.grad
+
+    def tilegrad_step():
+        out, smax, ssum = tg.flash_attention_score(nq, nk, nv, n1, "BNSD", **opts)
+        grads = tg.flash_attention_score_grad(nq, nk, nv, ndy, n1, "BNSD", softmax_max=smax, softmax_sum=ssum,
+                                              attention_out=out, **opts)
+        return (out,) + tuple(grads)
+
+    want = [t.detach().float().numpy() for t in torch_step()]
+    got = tilegrad_step()
+    errors = ", ".join(f"{name} {rel_error(a.astype(np.float32), w):.1e}"
+                       for name, a, w in zip(("out", "dq", "dk", "dv"), got, want))
+    row = compare(f"B{b} {n1}/{n2} heads S{s} D{d} {dtype}", {"torch": torch_step, "tilegrad": tilegrad_step}, baseline="torch", reps=reps,
+                  params={"batch": b, "heads": n1, "kv_heads": n2, "seq": s, "head_dim": d, "dtype": dtype})
+    flops = 7 * 2 * b * n1 * s * s * d / 2
+    row["extra"] = {name + " GFLOP/s": f"{flops / row['times'][name] / 1e9:.1f}" for name in ("torch", "tilegrad")}
+    row["extra"]["max rel. diff vs torch"] = errors
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_options(parser)
+    parser.add_argument("--reps", type=int, default=7)
+    args = parse_args(parser, "attention")
+    import torch
+
+    threads = set_threads(args, torch)
+    reps = 2 if args.quick else args.reps
+    cases = [(b, n1, n2, 128 if args.quick else s, d) for b, n1, n2, s, d in CASES]
+    print(f"# attention fwd+bwd: tilegrad {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__}, "
+          f"{threads} threads, min of {reps}")
+    rows = [run_case(torch, *case, dtype, reps) for case in cases for dtype in ("fp32", "bf16")]
+    print_table(rows, "flash attention forward + backward (causal)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""examples/train_lm.py's model trained by tilegrad and by plain PyTorch from the same seed: loss.png
+and a summary table.
+
+    python benchmarks/bench_train_lm.py                      # tilegrad vs PyTorch, train_lm's defaults
+    python benchmarks/bench_train_lm.py --filter             # tilegrad filtered (TAU 2^-8) vs exact tilegrad
+    python benchmarks/bench_train_lm.py --threads 1 --steps 150 --json results.jsonl
+    python benchmarks/bench_train_lm.py --quick              # a small model, 30 steps: a smoke run
+
+Every flag of train_lm.py applies to both runs (but --baseline and --resume: this script runs both
+paths itself, and a stopped run is continued with ``python examples/train_lm.py --resume OUT/PATH``).
+Each run is train_lm.py in a fresh process (its peak memory is its own), writing OUT/PATH/log.jsonl,
+summary.json and checkpoint.pt; then both paths' steps are timed alternately on the same batches in
+this process (``--timing-rounds``, the machine's other load hits both alike), and OUT gets
+summary.json, summary.md (the table, with --filter also the skipped blocks by step) and loss.png.
+With ``--json PATH`` the interleaved timing goes to PATH as the shared harness's JSON line.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+import _harness
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_lm.py"
+sys.path.insert(0, str(EXAMPLE.parent))
+import train_lm  # noqa: E402
+
+PATHS = ("tilegrad", "pytorch")  # the two runs, in this order (the first against the second)
+FILTER_PATHS = ("filtered", "tilegrad")  # with --filter: bounded filtering against exact tilegrad
+LABELS = {"tilegrad": "tilegrad", "pytorch": "PyTorch", "filtered": "tilegrad, filtered"}
+REPORT = ("summary.json", "summary.md", "loss.png")
+TIMING_ROUNDS = 10
+# --quick: a model that trains in seconds, on one thread (flags typed after --quick win)
+QUICK = ["--steps", "30", "--context", "64", "--dim", "64", "--layers", "2", "--heads", "2", "--ffn-dim", "176",
+         "--vocab", "512", "--eval-interval", "10", "--eval-batches", "2", "--sample-tokens", "24", "--threads", "1",
+         "--timing-rounds", "3"]
+# train_lm.py's flags given to both runs (the path's own flag and --out are added per run)
+FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "threads", "seed", "eval_interval",
+             "eval_batches", "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
+             "sample_tokens")
+PATH_FLAGS = {"tilegrad": lambda args: [], "pytorch": lambda args: ["--baseline"],
+              "filtered": lambda args: ["--filter", repr(args.filter)]}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """train_lm.py's flags, --timing-rounds and the harness's --json."""
+    parser = train_lm.build_parser()
+    parser.description = __doc__.split("\n\n")[0]
+    for action in parser._actions:  # train_lm's flags that parse_args refuses here: not offered in --help
+        if action.dest in ("baseline", "resume"):
+            action.help = argparse.SUPPRESS
+    parser.add_argument("--timing-rounds", type=int, default=TIMING_ROUNDS,
+                        help=f"rounds of alternating tilegrad / PyTorch steps timed in one process "
+                             f"(default {TIMING_ROUNDS})")
+    parser.add_argument("--quick", action="store_true", help="a small model for a few seconds (smoke run)")
+    _harness.add_json_option(parser)
+    return parser
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """train_lm's checks, and this script's: both paths, a fresh folder (default runs/bench_train_lm)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--quick" in argv:
+        argv = QUICK + argv  # argparse keeps the last value typed
+    typed = build_parser().parse_args(argv)  # before train_lm's checks, which --resume's own would fail
+    if typed.baseline or typed.resume:
+        first, second = compared_paths(typed)
+        raise train_lm.UsageError("bench_train_lm: runs both paths itself (no --baseline, no --resume); continue a "
+                                  f"stopped run with python {EXAMPLE} --resume OUT/{first} (or OUT/{second})")
+    args = train_lm.parse_args(argv, build_parser())
+    if args.timing_rounds < 1:
+        raise train_lm.UsageError(f"bench_train_lm: --timing-rounds must be >= 1, got {args.timing_rounds}")
+    if "out" not in args.given:
+        args.out = Path("runs") / "bench_train_lm"
+    return args
+
+
+def compared_paths(args: argparse.Namespace) -> Tuple[str, str]:
+    """The two runs, the first measured against the second."""
+    return FILTER_PATHS if args.filter else PATHS
+
+
+def run_files(args: argparse.Namespace) -> List[Path]:
+    """Every file this command writes into --out: its report and its two runs'."""
+    runs = [args.out / path / name for path in compared_paths(args)
+            for name in (train_lm.CHECKPOINT, train_lm.LOG, train_lm.SUMMARY)]
+    return [args.out / name for name in REPORT] + runs
+
+
+def guard_out_dir(args: argparse.Namespace) -> None:
+    """Never replaces earlier results unasked; --overwrite removes them before anything is written."""
+    found = [file for file in run_files(args) if file.exists()]
+    if found and not args.overwrite:
+        names = ", ".join(str(file.relative_to(args.out)) for file in found)
+        raise train_lm.UsageError(f"bench_train_lm: --out {args.out} already holds results ({names}): --overwrite "
+                                  "replaces them, or give a new --out")
+    for file in found:
+        file.unlink()
+
+
+def child_command(args: argparse.Namespace, path: str) -> List[str]:
+    """train_lm.py for one path, with the flags given here."""
+    cmd = [sys.executable, str(EXAMPLE), "--out", str(args.out / path)]
+    for key in FORWARDED:
+        value = getattr(args, key)
+        if value is not None:
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return cmd + PATH_FLAGS[path](args)
+
+
+def run_child(cmd: List[str], out: Path) -> None:
+    """One run in its own process; a failed one stops the benchmark with its exit status (it has printed
+    why). Ctrl-C reaches the run too (the terminal signals the whole process group) and it saves its
+    checkpoint before it exits: wait for that (subprocess.run would kill it after 0.25 s)."""
+    with subprocess.Popen(cmd) as child:
+        try:
+            status = child.wait()
+        except KeyboardInterrupt:
+            child.wait()  # a second Ctrl-C stops the run at once, and this wait with it
+            saved = (f"continue it with python {EXAMPLE} --resume {out}" if (out / train_lm.CHECKPOINT).is_file()
+                     else "nothing saved")
+            print(f"bench_train_lm: stopped by Ctrl-C in the run in {out}: {saved}", file=sys.stderr, flush=True)
+            raise SystemExit(130) from None
+    if status:
+        raise SystemExit(status)
+
+
+def interleaved_timing(args: argparse.Namespace, data: train_lm.Data) -> Dict[str, Dict[str, float]]:
+    """ms per training step of both paths, measured alternately on the same batches in one process:
+    min and median over the rounds after one warm-up round."""
+    cfg = train_lm.model_config(args, data)
+    runs = {}
+    for path in compared_paths(args):
+        torch.manual_seed(args.seed)
+        model = train_lm.build_model(cfg, train_lm.ops_of(path, args), args.param_dtype)
+        runs[path] = (model, train_lm.make_optimizer(model, args.lr))
+    times: Dict[str, List[float]] = {path: [] for path in runs}
+    with train_lm.num_threads(args.threads):
+        for step in range(args.timing_rounds + 1):
+            batch = train_lm.train_batch(data.train, step, args.seed, args.batch_size, args.context)
+            for path in list(runs) if step % 2 == 0 else list(runs)[::-1]:
+                _, ms = train_lm.train_step(*runs[path], batch, args.lr, args.dtype)
+                if step > 0:
+                    times[path].append(ms)
+    return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
+
+
+def report(args: argparse.Namespace, data: train_lm.Data) -> Dict[str, Dict]:
+    """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
+    paths = compared_paths(args)
+    summaries = {p: json.loads((args.out / p / train_lm.SUMMARY).read_text()) for p in paths}
+    print(f"\n=== timing: {args.timing_rounds} rounds of alternating steps ===", flush=True)
+    for path, timing in interleaved_timing(args, data).items():
+        summaries[path]["interleaved"] = timing
+    _harness.record("train step", {p: summaries[p]["interleaved"]["median_ms"] / 1e3 for p in paths}, paths[1],
+                    params={"parameters": summaries[paths[0]]["parameters"], "dtype": args.dtype,
+                            "tokens_per_step": summaries[paths[0]]["tokens_per_step"]},
+                    reps=args.timing_rounds)
+    (args.out / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
+    logs = {p: train_lm.read_log(args.out / p / train_lm.LOG) for p in paths}
+    plot(logs, args.out / "loss.png")
+    table = summary_table(summaries, paths)
+    if args.filter:
+        table += "\n\n" + filtering_table(logs["filtered"])
+    (args.out / "summary.md").write_text(table + "\n")
+    print("\n" + table)
+    print(f"\nplot: {args.out / 'loss.png'}   logs: {args.out}/<path>/{train_lm.LOG}")
+    return summaries
+
+
+def ratio(first: Optional[float], second: Optional[float]) -> str:
+    """How much less (or more) memory the first path's peak is than the second's."""
+    if not first or not second:
+        return "n/a"
+    return f"{1 - first / second:.0%} less" if first <= second else f"{first / second - 1:.0%} more"
+
+
+def summary_table(s: Dict[str, Dict], paths: Tuple[str, str] = PATHS) -> str:
+    """Markdown table: both paths side by side, and the first relative to the second."""
+    t, b = s[paths[0]], s[paths[1]]
+    ti, bi = t["interleaved"], b["interleaved"]
+    tokens = t["tokens_per_step"]
+    mem_t, mem_b = t["peak_memory_mib"], b["peak_memory_mib"]
+    mib = lambda m: "n/a" if m is None else f"{m:,.0f} MiB"  # noqa: E731
+    apart = lambda key: f"{abs(t[key] / b[key] - 1):.2%} apart"  # noqa: E731
+    rows = [
+        ("ms per step (interleaved, median)", f"{ti['median_ms']:.1f}", f"{bi['median_ms']:.1f}",
+         f"{bi['median_ms'] / ti['median_ms']:.2f}x faster"),
+        ("ms per step (interleaved, min)", f"{ti['min_ms']:.1f}", f"{bi['min_ms']:.1f}",
+         f"{bi['min_ms'] / ti['min_ms']:.2f}x faster"),
+        ("tokens / s (interleaved, median)", f"{tokens / ti['median_ms'] * 1e3:,.0f}",
+         f"{tokens / bi['median_ms'] * 1e3:,.0f}", ""),
+        ("ms per step (own training run, median)", f"{t['ms_per_step']:.1f}", f"{b['ms_per_step']:.1f}",
+         f"{b['ms_per_step'] / t['ms_per_step']:.2f}x faster"),
+        ("peak memory (training, RSS growth)", mib(mem_t), mib(mem_b), ratio(mem_t, mem_b)),
+        ("final train loss (mean of last 10 steps)", f"{t['final_train_loss']:.3f}",
+         f"{b['final_train_loss']:.3f}", apart("final_train_loss")),
+        ("validation loss, first -> final", f"{t['first_val_loss']:.3f} -> {t['final_val_loss']:.3f}",
+         f"{b['first_val_loss']:.3f} -> {b['final_val_loss']:.3f}", apart("final_val_loss")),
+    ]
+    head = (f"{t['parameters'] / 1e6:.2f}M parameters, vocabulary {t['vocab']}, {t['steps']} steps x "
+            f"{tokens} tokens, {t['dtype']}, {t.get('param_dtype', 'float32')} parameters, "
+            f"{t['threads']} threads\n\n")
+    first, second = LABELS[paths[0]], LABELS[paths[1]]
+    lines = [f"| | {first} | {second} | {first} vs {second} |", "|---|---:|---:|---|"]
+    lines += [f"| {name} | {a} | {c} | {r} |" for name, a, c, r in rows]
+    return head + "\n".join(lines)
+
+
+def filtering_table(records: List[Dict], rows: int = 10) -> str:
+    """Markdown table of a --filter run by step: the shares of logits-gradient blocks the LM head's
+    grad_input / grad_weight products skipped and the largest dropped fraction of a row's bound (means
+    and maximum over each stretch of steps), with the training loss."""
+    steps = [r for r in records if "input_skipped" in r]
+    if not steps:
+        return "(no filtered steps logged)"
+    size = max(1, math.ceil(len(steps) / rows))
+    lines = ["| steps | grad_input blocks skipped | grad_weight blocks skipped | max row dropped | train loss |",
+             "|---|---:|---:|---:|---:|"]
+    for start in range(0, len(steps), size):
+        part = steps[start:start + size]
+        mean = lambda key: sum(r[key] for r in part) / len(part)  # noqa: E731
+        lines.append(f"| {part[0]['step']}-{part[-1]['step']} | {mean('input_skipped'):.1%} | "
+                     f"{mean('weight_skipped'):.1%} | {max(r['max_row_dropped'] for r in part):.1e} | "
+                     f"{mean('train_loss'):.3f} |")
+    return "\n".join(lines)
+
+
+def plot(logs: Dict[str, List[Dict]], file: Path) -> None:
+    """loss.png: train (thin) and validation (markers) loss per step for both paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"tilegrad": "tab:orange", "pytorch": "tab:blue", "filtered": "tab:green"}
+    first, second = list(logs)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    for path, records in logs.items():
+        train = [(r["step"], r["train_loss"]) for r in records if "train_loss" in r]
+        val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
+        ax.plot(*zip(*train), color=colors[path], alpha=0.45, lw=1, label=f"{path} train")
+        ax.plot(*zip(*val), color=colors[path], marker="o", ms=4, lw=1.5,
+                ls="--" if path == second else "-", label=f"{path} validation")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross entropy (nats / token)")
+    ax.set_title(f"Small language model on CPU: {LABELS[first]} vs {LABELS[second]} (same seed)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(file)
+    plt.close(fig)
+
+
+def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
+    """Both training runs (each in a fresh process), then the interleaved timing, plot and table."""
+    args = parse_args(argv)
+    guard_out_dir(args)
+    _harness.start_json(args.json, "train_lm", **{k: getattr(args, k) for k in FORWARDED + ("filter",)})
+    data = train_lm.prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)  # cached for the runs
+    print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path in compared_paths(args):
+        print(f"\n=== {path} ===", flush=True)
+        run_child(child_command(args, path), args.out / path)
+    return report(args, data)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
+    """run(argv); a mistake on the command line is printed as one line (exit status 2)."""
+    try:
+        return run(argv)
+    except train_lm.UsageError as error:
+        print(error, file=sys.stderr, flush=True)
+        raise
+
+
+if __name__ == "__main__":
+    main()

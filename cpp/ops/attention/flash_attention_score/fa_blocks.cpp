@@ -1,0 +1,110 @@
+#include "ops/attention/flash_attention_score/fa_blocks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/dtype.h"
+#include "core/gemm.h"
+#include "core/parallel.h"
+
+namespace tilegrad::ops::fa {
+namespace {
+
+void store_float(DType d, char* p, float v) {
+  switch (d) {
+    case DType::kFloat32: std::memcpy(p, &v, 4); break;
+    case DType::kFloat16: {
+      const uint16_t h = core::f32_to_f16(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    default: {
+      const uint16_t h = core::f32_to_bf16(v);
+      std::memcpy(p, &h, 2);
+      break;
+    }
+  }
+}
+
+core::GemmMatrix rowmajor(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  return core::GemmMatrix::rowmajor(p, DType::kFloat32, rows, cols, ld);
+}
+
+}  // namespace
+
+void pack(const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, float scale, float* dst,
+          const FlashAttentionKernels& k, int threads) {
+  const int64_t es = dtype_size(src.dtype);
+  core::parallel_for(batch * n * seq, threads, [&](int64_t row) {
+    const int64_t s = row % seq, h = (row / seq) % n, b = row / (seq * n);
+    const char* from = src.row(b, h, s);
+    float* to = dst + row * d;
+    if (src.sd == 1) {
+      k.widen(src.dtype, from, to, d, scale);
+    } else {
+      for (int64_t j = 0; j < d; ++j)
+        to[j] = static_cast<float>(core::load_float_element(src.dtype, from + j * src.sd * es)) * scale;
+    }
+  });
+}
+
+void store_rows(const Heads& dst, int64_t b, int64_t n, int64_t i0, int64_t rows, int64_t d, const float* src,
+                int64_t ld, const float* row_scale, float scale, const FlashAttentionKernels& k) {
+  const int64_t es = dtype_size(dst.dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    char* to = dst.row(b, n, i0 + r);
+    const float* from = src + r * ld;
+    const float f = row_scale ? row_scale[r] : scale;
+    if (dst.sd == 1) {
+      k.narrow(dst.dtype, from, to, d, f);
+    } else {
+      for (int64_t j = 0; j < d; ++j) store_float(dst.dtype, to + j * dst.sd * es, from[j] * f);
+    }
+  }
+}
+
+bool block_windows(const Problem& p, int64_t i0, int64_t rows, int64_t c0, int64_t cols, int64_t* lo, int64_t* hi) {
+  bool any = false;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    lo[r] = std::clamp<int64_t>(p.window.lo(i) - c0, 0, cols);
+    hi[r] = std::clamp<int64_t>(p.window.hi(i, p.g.kv_len) - c0, 0, cols);
+    any = any || lo[r] < hi[r];
+  }
+  return any;
+}
+
+void apply_mask(const Problem& p, int64_t b, int64_t n, int64_t i0, int64_t rows, int64_t c0, int64_t cols,
+                const int64_t* lo, const int64_t* hi, float* s, int64_t ld) {
+  (void)cols;
+  if (!p.mask.data) return;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = lo[r]; j < hi[r]; ++j)
+      if (p.mask.masked(b, n, i0 + r, c0 + j)) s[r * ld + j] = kNegInf;
+}
+
+void gemm_abt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+              int64_t k) {
+  core::gemm_plain(rowmajor(a, m, k, lda), rowmajor(b, n, k, ldb).t(), rowmajor(c, m, n, ldc), false, 1);
+}
+
+void gemm_ab_add(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                 int64_t n, int64_t k) {
+  core::gemm_plain(rowmajor(a, m, k, lda), rowmajor(b, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
+}
+
+void gemm_atb_add(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                  int64_t n, int64_t k) {
+  core::gemm_plain(rowmajor(a, k, m, lda).t(), rowmajor(b, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
+}
+
+KvRange kv_range(const Problem& p, int64_t i0, int64_t rows, int64_t block) {
+  // Windows move right with the row (fixed offsets), so the rows' union is [lo(first), hi(last)).
+  const int64_t lo = p.window.lo(i0), hi = p.window.hi(i0 + rows - 1, p.g.kv_len);
+  if (rows <= 0 || lo >= hi) return {};
+  return {lo / block * block, hi};
+}
+
+}  // namespace tilegrad::ops::fa

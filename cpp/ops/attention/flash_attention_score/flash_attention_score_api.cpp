@@ -1,0 +1,231 @@
+// aclnnFlashAttentionScore: validation (fa_problem), the forward launch (plan from shapes in the
+// tiling, run on addresses here), native C++ API and C ABI.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "aclnnop/aclnn_flash_attention_score.h"
+#include "core/acl_tensor.h"
+#include "core/workspace.h"
+#include "core/error.h"
+#include "core/executor.h"
+#include "core/gemm.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "ops/attention/flash_attention_score/fa_blocks.h"
+#include "ops/attention/flash_attention_score/fa_problem.h"
+#include "ops/attention/flash_attention_score/flash_attention_score_kernel.h"
+#include "ops/attention/flash_attention_score/flash_attention_score_tiling.h"
+#include "tilegrad/flash_attention_score.hpp"
+
+namespace tilegrad::ops {
+namespace {
+
+constexpr const char* kOp = "aclnnFlashAttentionScore";
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kFltMax = std::numeric_limits<float>::max();
+
+FlashAttentionShape shape_of(const fa::Geometry& g) {
+  return {g.batch, g.heads, g.kv_heads, g.q_len, g.kv_len, g.head_dim, g.value_dim};
+}
+
+// The rules that depend on addresses: no output shares memory with an input or another output.
+void check_overlaps(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& atten_mask,
+                    const TensorView& smax, const TensorView& ssum, const TensorView& out) {
+  fa::check_outputs_apart(kOp, {{"softmaxMaxOut", &smax}, {"softmaxSumOut", &ssum}, {"attentionOutOut", &out}},
+                          {{"query", &q}, {"key", &k}, {"value", &v}, {"attenMaskOptional", &atten_mask}});
+}
+
+fa::Problem validate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& pse,
+                     const TensorView& drop_mask, const TensorView& atten_mask, const FlashAttentionOptions& o,
+                     const TensorView& smax, const TensorView& ssum, const TensorView& out) {
+  const fa::Geometry g = fa::check_inputs(kOp, q, k, v, o);
+  fa::check_stats(kOp, "softmaxMaxOut", smax, g);
+  fa::check_stats(kOp, "softmaxSumOut", ssum, g);
+  core::require_well_formed(kOp, "attentionOutOut", out);
+  core::require_same_dtype(kOp, "attentionOutOut", out, "query", q);
+  core::require_shape(kOp, "attentionOutOut", out, fa::layout_shape(g, g.q_len, g.heads, g.value_dim),
+                      "query's shape with value's head dim");
+  const fa::Problem p = fa::check_problem(kOp, g, pse, drop_mask, atten_mask, o);
+  check_overlaps(q, k, v, atten_mask, smax, ssum, out);
+  return p;
+}
+
+class FlashAttentionLaunch final : public core::Launch {
+ public:
+  FlashAttentionLaunch(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& pse,
+                       const TensorView& drop_mask, const TensorView& atten_mask, const FlashAttentionOptions& o,
+                       const TensorView& smax, const TensorView& ssum, const TensorView& out)
+      : p_(validate(q, k, v, pse, drop_mask, atten_mask, o, smax, ssum, out)) {
+    const fa::Layout l = p_.g.layout;
+    q_ = fa::heads_of(q, l, p_.g.heads);
+    k_ = fa::heads_of(k, l, p_.g.kv_heads);
+    v_ = fa::heads_of(v, l, p_.g.kv_heads);
+    out_ = fa::heads_of(out, l, p_.g.heads);
+    smax_ = smax;
+    ssum_ = ssum;
+    tiling_ = flash_attention_score_tiling(shape_of(p_.g), core::Platform::current());
+    kernels_ = flash_attention_kernels(tiling_.isa);
+    trace_.record(kOp, {{"query", &q}, {"key", &k}, {"value", &v}, {"attentionOutOut", &out}}, tiling_);
+    core::trace_gemm(trace_, q.dtype);
+  }
+
+  uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& t) override {
+    const TensorView &q = t["query"], &k = t["key"], &v = t["value"], &mask = t["attenMaskOptional"];
+    const TensorView &smax = t["softmaxMaxOut"], &ssum = t["softmaxSumOut"], &out = t["attentionOutOut"];
+    check_overlaps(q, k, v, mask, smax, ssum, out);
+    q_.bind(q.data);
+    k_.bind(k.data);
+    v_.bind(v.data);
+    out_.bind(out.data);
+    p_.mask.bind(mask.data);
+    t.bind({{"softmaxMaxOut", &smax_}, {"softmaxSumOut", &ssum_}});
+  }
+
+  void run(void* workspace) override {
+    const FlashAttentionTiling& t = tiling_;
+    if (t.tasks == 0) return;
+    char* ws = static_cast<char*>(workspace);
+    const fa::Geometry& g = p_.g;
+    qp_ = reinterpret_cast<float*>(ws + t.q_offset);
+    kp_ = reinterpret_cast<float*>(ws + t.k_offset);
+    vp_ = reinterpret_cast<float*>(ws + t.v_offset);
+    fa::pack(q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
+    fa::pack(k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
+    fa::pack(v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
+    core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
+      char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
+      for (int64_t task = slot; task < t.tasks; task += t.threads) run_task(task, scratch);
+    });
+  }
+
+ private:
+  // One (batch, head, query block): online softmax over the visible kv blocks, then the rows out.
+  void run_task(int64_t task, char* scratch) const {
+    const FlashAttentionTiling& t = tiling_;
+    const fa::Geometry& g = p_.g;
+    const FlashAttentionScratch sc = flash_attention_scratch(t);
+    const int64_t qb = task % t.q_blocks, n = (task / t.q_blocks) % g.heads, b = task / (t.q_blocks * g.heads);
+    const int64_t i0 = qb * t.block_q, rows = std::min(t.block_q, g.q_len - i0), kvh = n / g.group;
+    float* s = reinterpret_cast<float*>(scratch + sc.s);
+    float* o = reinterpret_cast<float*>(scratch + sc.acc);
+    float* m = reinterpret_cast<float*>(scratch + sc.row_max);
+    float* l = reinterpret_cast<float*>(scratch + sc.row_sum);
+    int64_t* lo = reinterpret_cast<int64_t*>(scratch + sc.lo);
+    int64_t* hi = reinterpret_cast<int64_t*>(scratch + sc.hi);
+    const int64_t dv = g.value_dim, d = g.head_dim, ld = t.block_kv;
+    std::fill(m, m + rows, kNegInf);
+    std::fill(l, l + rows, 0.0f);
+    std::fill(o, o + rows * dv, 0.0f);
+    const float* qrows = qp_ + ((b * g.heads + n) * g.q_len + i0) * d;
+    const float* kh = kp_ + (b * g.kv_heads + kvh) * g.kv_len * d;
+    const float* vh = vp_ + (b * g.kv_heads + kvh) * g.kv_len * dv;
+    const fa::KvRange range = fa::kv_range(p_, i0, rows, t.block_kv);
+    for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
+      const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
+      if (!fa::block_windows(p_, i0, rows, c0, cols, lo, hi)) continue;
+      fa::gemm_abt(qrows, d, kh + c0 * d, d, s, ld, rows, cols, d);
+      fa::apply_mask(p_, b, n, i0, rows, c0, cols, lo, hi, s, ld);
+      kernels_.online_softmax(s, ld, rows, cols, lo, hi, m, l, o, dv, dv);
+      fa::gemm_ab_add(s, ld, vh + c0 * dv, dv, o, dv, rows, dv, cols);
+    }
+    finish_rows(b, n, i0, rows, o, m, l);
+  }
+
+  // out = acc / sum; a row that kept nothing gets out = 0, max = -FLT_MAX, sum = +FLT_MAX (the vendor's
+  // values with innerPrecise = 2). m becomes the per-row output factor.
+  void finish_rows(int64_t b, int64_t n, int64_t i0, int64_t rows, const float* o, float* m, float* l) const {
+    const int64_t sms = smax_.strides[3], sss = ssum_.strides[3];
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool empty = m[r] == kNegInf;
+      const float mx = empty ? -kFltMax : m[r], sm = empty ? kFltMax : l[r];
+      float* pm = static_cast<float*>(smax_.data) + b * smax_.strides[0] + n * smax_.strides[1] + (i0 + r) * smax_.strides[2];
+      float* ps = static_cast<float*>(ssum_.data) + b * ssum_.strides[0] + n * ssum_.strides[1] + (i0 + r) * ssum_.strides[2];
+      for (int lane = 0; lane < 8; ++lane) {
+        std::memcpy(pm + lane * sms, &mx, 4);
+        std::memcpy(ps + lane * sss, &sm, 4);
+      }
+      m[r] = empty ? 0.0f : 1.0f / l[r];
+    }
+    fa::store_rows(out_, b, n, i0, rows, p_.g.value_dim, o, p_.g.value_dim, m, 1.0f, kernels_);
+  }
+
+  fa::Problem p_;
+  fa::Heads q_, k_, v_, out_;
+  TensorView smax_, ssum_;
+  FlashAttentionTiling tiling_;
+  FlashAttentionKernels kernels_{};
+  float *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr;
+};
+
+}  // namespace
+}  // namespace tilegrad::ops
+
+namespace tilegrad {
+
+FlashAttentionScoreOutputSpecs flash_attention_score_output_specs(const TensorView& q, const TensorView& k,
+                                                                  const TensorView& v,
+                                                                  const FlashAttentionOptions& options) {
+  const ops::fa::Geometry g = ops::fa::check_inputs(ops::kOp, q, k, v, options);
+  const OutputSpec stats{DType::kFloat32, {g.batch, g.heads, g.q_len, 8}};
+  return {stats, stats, {q.dtype, ops::fa::layout_shape(g, g.q_len, g.heads, g.value_dim)}};
+}
+
+void flash_attention_score(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& pse,
+                           const TensorView& drop_mask, const TensorView& atten_mask,
+                           const FlashAttentionOptions& options, const TensorView& softmax_max,
+                           const TensorView& softmax_sum, const TensorView& attention_out) {
+  ops::FlashAttentionLaunch launch(q, k, v, pse, drop_mask, atten_mask, options, softmax_max, softmax_sum,
+                                   attention_out);
+  core::run_now(ops::kOp, launch);
+}
+
+}  // namespace tilegrad
+
+using namespace tilegrad;
+
+extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* realShiftOptional,
+    const aclTensor* dropMaskOptional, const aclTensor* paddingMaskOptional, const aclTensor* attenMaskOptional,
+    const aclIntArray* prefixOptional, double scaleValue, double keepProb, int64_t preTokens, int64_t nextTokens,
+    int64_t headNum, char* inputLayout, int64_t innerPrecise, int64_t sparseMode, const aclTensor* softmaxMaxOut,
+    const aclTensor* softmaxSumOut, const aclTensor* softmaxOutOut, const aclTensor* attentionOutOut,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
+  const char* op = ops::kOp;
+  const bool has_layout = inputLayout != nullptr;
+  const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
+                                                         inputLayout, innerPrecise, sparseMode);
+  return core::create_executor(
+      op,
+      {{"query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional", "attenMaskOptional"},
+       {"softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut"}},
+      workspaceSize, executor, [&](core::ExecutorTensors& t) {
+        core::require_not_null(op, "query", query);
+        core::require_not_null(op, "key", key);
+        core::require_not_null(op, "value", value);
+        core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
+        core::require_not_null(op, "softmaxMaxOut", softmaxMaxOut);
+        core::require_not_null(op, "softmaxSumOut", softmaxSumOut);
+        core::require_not_null(op, "attentionOutOut", attentionOutOut);
+        const TensorView q = t.view("query", query), k = t.view("key", key), v = t.view("value", value);
+        const TensorView pse = t.optional_view("realShiftOptional", realShiftOptional);
+        const TensorView drop = t.optional_view("dropMaskOptional", dropMaskOptional);
+        t.optional_view("paddingMaskOptional", paddingMaskOptional);  // reserved: never read
+        const TensorView mask = t.optional_view("attenMaskOptional", attenMaskOptional);
+        const TensorView smax = t.view("softmaxMaxOut", softmaxMaxOut);
+        const TensorView ssum = t.view("softmaxSumOut", softmaxSumOut);
+        t.optional_view("softmaxOutOut", softmaxOutOut);  // reserved: never written
+        const TensorView out = t.view("attentionOutOut", attentionOutOut);
+        return std::make_unique<ops::FlashAttentionLaunch>(q, k, v, pse, drop, mask, o, smax, ssum, out);
+      });
+}
+
+extern "C" aclnnStatus aclnnFlashAttentionScore(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                                const aclrtStream) {
+  return core::launch_executor(ops::kOp, workspace, workspaceSize, executor);
+}

@@ -1,0 +1,314 @@
+// aclnnFlashAttentionScoreGrad: validation, the two-pass grad launch (pass A: dQ per query block;
+// pass B: dK, dV per kv block over the group's query heads), native C++ API and C ABI. Both passes
+// recompute P = exp(S - max) / sum from the forward's statistics; every accumulation is fp32 in a
+// fixed block order and each gradient is rounded once.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "aclnnop/aclnn_flash_attention_score_grad.h"
+#include "core/acl_tensor.h"
+#include "core/workspace.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/executor.h"
+#include "core/gemm.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "ops/attention/flash_attention_score/fa_blocks.h"
+#include "ops/attention/flash_attention_score/fa_problem.h"
+#include "ops/attention/flash_attention_score/flash_attention_score_kernel.h"
+#include "ops/attention/flash_attention_score/flash_attention_score_tiling.h"
+#include "tilegrad/flash_attention_score.hpp"
+
+namespace tilegrad::ops {
+namespace {
+
+constexpr const char* kOp = "aclnnFlashAttentionScoreGrad";
+
+struct GradTensors {
+  const TensorView &q, &k, &v, &dy, &smax, &ssum, &attn_in, &mask, &dq, &dk, &dv;
+};
+
+// The rules that depend on addresses: no gradient shares memory with an input or another gradient.
+void check_overlaps(const GradTensors& t) {
+  fa::check_outputs_apart(kOp, {{"dqOut", &t.dq}, {"dkOut", &t.dk}, {"dvOut", &t.dv}},
+                          {{"query", &t.q}, {"keyIn", &t.k}, {"value", &t.v}, {"dy", &t.dy},
+                           {"softmaxMaxOptional", &t.smax}, {"softmaxSumOptional", &t.ssum},
+                           {"attentionInOptional", &t.attn_in}, {"attenMaskOptional", &t.mask}});
+}
+
+fa::Problem validate(const GradTensors& t, const TensorView& pse, const TensorView& drop_mask,
+                     const FlashAttentionOptions& o) {
+  const fa::Geometry g = fa::check_inputs(kOp, t.q, t.k, t.v, o);
+  const std::vector<int64_t> out_shape = fa::layout_shape(g, g.q_len, g.heads, g.value_dim);
+  core::require_well_formed(kOp, "dy", t.dy);
+  core::require_same_dtype(kOp, "dy", t.dy, "query", t.q);
+  core::require_shape(kOp, "dy", t.dy, out_shape, "the forward output's shape");
+  core::require_well_formed(kOp, "attentionInOptional", t.attn_in);
+  core::require_same_dtype(kOp, "attentionInOptional", t.attn_in, "query", t.q);
+  core::require_shape(kOp, "attentionInOptional", t.attn_in, out_shape, "the forward output's shape");
+  fa::check_stats(kOp, "softmaxMaxOptional", t.smax, g);
+  fa::check_stats(kOp, "softmaxSumOptional", t.ssum, g);
+  const std::pair<const char*, const TensorView*> outs[] = {{"dqOut", &t.dq}, {"dkOut", &t.dk}, {"dvOut", &t.dv}};
+  const TensorView* like[] = {&t.q, &t.k, &t.v};
+  const char* like_names[] = {"query", "keyIn", "value"};
+  for (int i = 0; i < 3; ++i) {
+    core::require_well_formed(kOp, outs[i].first, *outs[i].second);
+    core::require_same_dtype(kOp, outs[i].first, *outs[i].second, "query", t.q);
+    core::require_shape(kOp, outs[i].first, *outs[i].second, like[i]->shape, like_names[i]);
+  }
+  const fa::Problem p = fa::check_problem(kOp, g, pse, drop_mask, t.mask, o);
+  check_overlaps(t);
+  return p;
+}
+
+class FlashAttentionGradLaunch final : public core::Launch {
+ public:
+  FlashAttentionGradLaunch(const GradTensors& t, const TensorView& pse, const TensorView& drop_mask,
+                           const FlashAttentionOptions& o)
+      : p_(validate(t, pse, drop_mask, o)) {
+    const fa::Geometry& g = p_.g;
+    const fa::Layout l = g.layout;
+    q_ = fa::heads_of(t.q, l, g.heads);
+    k_ = fa::heads_of(t.k, l, g.kv_heads);
+    v_ = fa::heads_of(t.v, l, g.kv_heads);
+    dy_ = fa::heads_of(t.dy, l, g.heads);
+    attn_in_ = fa::heads_of(t.attn_in, l, g.heads);
+    dq_ = fa::heads_of(t.dq, l, g.heads);
+    dk_ = fa::heads_of(t.dk, l, g.kv_heads);
+    dv_ = fa::heads_of(t.dv, l, g.kv_heads);
+    smax_ = t.smax;
+    ssum_ = t.ssum;
+    tiling_ = flash_attention_score_grad_tiling({g.batch, g.heads, g.kv_heads, g.q_len, g.kv_len, g.head_dim,
+                                                 g.value_dim},
+                                                core::Platform::current());
+    kernels_ = flash_attention_kernels(tiling_.isa);
+    trace_.record(kOp, {{"query", &t.q}, {"keyIn", &t.k}, {"value", &t.v}, {"dy", &t.dy}}, tiling_);
+    core::trace_gemm(trace_, t.q.dtype);
+  }
+
+  uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
+
+  void bind(const core::Operands& operands) override {
+    const auto& o = operands;
+    const GradTensors t{o["query"], o["keyIn"], o["value"], o["dy"], o["softmaxMaxOptional"], o["softmaxSumOptional"],
+                        o["attentionInOptional"], o["attenMaskOptional"], o["dqOut"], o["dkOut"], o["dvOut"]};
+    check_overlaps(t);
+    q_.bind(t.q.data);
+    k_.bind(t.k.data);
+    v_.bind(t.v.data);
+    dy_.bind(t.dy.data);
+    attn_in_.bind(t.attn_in.data);
+    dq_.bind(t.dq.data);
+    dk_.bind(t.dk.data);
+    dv_.bind(t.dv.data);
+    p_.mask.bind(t.mask.data);
+    operands.bind({{"softmaxMaxOptional", &smax_}, {"softmaxSumOptional", &ssum_}});
+  }
+
+  void run(void* workspace) override {
+    const FlashAttentionTiling& t = tiling_;
+    if (t.workspace_bytes == 0) return;
+    const fa::Geometry& g = p_.g;
+    char* ws = static_cast<char*>(workspace);
+    qp_ = reinterpret_cast<float*>(ws + t.q_offset);
+    kp_ = reinterpret_cast<float*>(ws + t.k_offset);
+    vp_ = reinterpret_cast<float*>(ws + t.v_offset);
+    dyp_ = reinterpret_cast<float*>(ws + t.dy_offset);
+    const int64_t rows = g.batch * g.heads * g.q_len;
+    row_max_ = reinterpret_cast<float*>(ws + t.stats_offset);
+    inv_sum_ = row_max_ + rows;
+    rowdot_ = inv_sum_ + rows;
+    fa::pack(q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
+    fa::pack(k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
+    fa::pack(v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
+    fa::pack(dy_, g.batch, g.heads, g.q_len, g.value_dim, 1.0f, dyp_, kernels_, t.threads);
+    core::parallel_for(rows, t.threads, [&](int64_t row) { row_stats(row); });
+    const auto spread = [&](int64_t tasks, auto&& task_fn) {
+      core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
+        char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
+        for (int64_t task = slot; task < tasks; task += t.threads) task_fn(task, scratch);
+      });
+    };
+    spread(t.tasks, [&](int64_t task, char* scratch) { dq_task(task, scratch); });
+    spread(t.grad_kv_tasks, [&](int64_t task, char* scratch) { dkv_task(task, scratch); });
+  }
+
+ private:
+  // max, 1 / sum (lane 0 of the forward's statistics) and rowdot = sum_d dy * out (fp32, in order).
+  void row_stats(int64_t row) {
+    const fa::Geometry& g = p_.g;
+    const int64_t i = row % g.q_len, n = (row / g.q_len) % g.heads, b = row / (g.q_len * g.heads);
+    const auto lane0 = [&](const TensorView& t) {
+      float v;
+      std::memcpy(&v, static_cast<const float*>(t.data) + b * t.strides[0] + n * t.strides[1] + i * t.strides[2], 4);
+      return v;
+    };
+    row_max_[row] = lane0(smax_);
+    inv_sum_[row] = 1.0f / lane0(ssum_);
+    const float* dy = dyp_ + row * g.value_dim;
+    const char* o = attn_in_.row(b, n, i);
+    const int64_t es = dtype_size(attn_in_.dtype);
+    float acc = 0.0f;
+    for (int64_t d = 0; d < g.value_dim; ++d)
+      acc += dy[d] * static_cast<float>(core::load_float_element(attn_in_.dtype, o + d * attn_in_.sd * es));
+    rowdot_[row] = acc;
+  }
+
+  struct Block {
+    float *s, *dp, *acc, *acc2;
+    int64_t *lo, *hi;
+  };
+  Block block_of(char* scratch) const {
+    const FlashAttentionScratch sc = flash_attention_scratch(tiling_);
+    return {reinterpret_cast<float*>(scratch + sc.s),    reinterpret_cast<float*>(scratch + sc.dp),
+            reinterpret_cast<float*>(scratch + sc.acc),  reinterpret_cast<float*>(scratch + sc.acc2),
+            reinterpret_cast<int64_t*>(scratch + sc.lo), reinterpret_cast<int64_t*>(scratch + sc.hi)};
+  }
+
+  // P and dS of query rows [i0, i0 + rows) of head (b, n) against kv columns [c0, c0 + cols) into
+  // blk.s and blk.dp (leading dim ld); false if no row keeps a column there.
+  bool probabilities_and_ds(const Block& blk, int64_t ld, int64_t b, int64_t n, int64_t i0, int64_t rows, int64_t c0,
+                            int64_t cols) const {
+    const fa::Geometry& g = p_.g;
+    if (!fa::block_windows(p_, i0, rows, c0, cols, blk.lo, blk.hi)) return false;
+    const int64_t d = g.head_dim, dv = g.value_dim, kvh = n / g.group;
+    const int64_t row0 = (b * g.heads + n) * g.q_len + i0;
+    const float* kb = kp_ + ((b * g.kv_heads + kvh) * g.kv_len + c0) * d;
+    const float* vb = vp_ + ((b * g.kv_heads + kvh) * g.kv_len + c0) * dv;
+    fa::gemm_abt(qp_ + row0 * d, d, kb, d, blk.s, ld, rows, cols, d);
+    fa::apply_mask(p_, b, n, i0, rows, c0, cols, blk.lo, blk.hi, blk.s, ld);
+    fa::gemm_abt(dyp_ + row0 * dv, dv, vb, dv, blk.dp, ld, rows, cols, dv);
+    kernels_.softmax_grad(blk.s, blk.dp, ld, rows, cols, blk.lo, blk.hi, row_max_ + row0, inv_sum_ + row0,
+                          rowdot_ + row0);
+    return true;
+  }
+
+  // Pass A: dQ of one (batch, head, query block) = scale * sum over kv blocks of dS K.
+  void dq_task(int64_t task, char* scratch) const {
+    const FlashAttentionTiling& t = tiling_;
+    const fa::Geometry& g = p_.g;
+    const Block blk = block_of(scratch);
+    const int64_t qb = task % t.q_blocks, n = (task / t.q_blocks) % g.heads, b = task / (t.q_blocks * g.heads);
+    const int64_t i0 = qb * t.block_q, rows = std::min(t.block_q, g.q_len - i0), d = g.head_dim;
+    const float* kh = kp_ + (b * g.kv_heads + n / g.group) * g.kv_len * d;
+    std::fill(blk.acc, blk.acc + rows * d, 0.0f);
+    const fa::KvRange range = fa::kv_range(p_, i0, rows, t.block_kv);
+    for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
+      const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
+      if (!probabilities_and_ds(blk, t.block_kv, b, n, i0, rows, c0, cols)) continue;
+      fa::gemm_ab_add(blk.dp, t.block_kv, kh + c0 * d, d, blk.acc, d, rows, d, cols);
+    }
+    fa::store_rows(dq_, b, n, i0, rows, d, blk.acc, d, nullptr, p_.scale, kernels_);
+  }
+
+  // Pass B: dK, dV of one (batch, kv head, kv block), summed over the group's query heads in order,
+  // then the query blocks in order. dK = dS^T (scale Q) (q was packed pre-scaled), dV = P^T dY.
+  void dkv_task(int64_t task, char* scratch) const {
+    const FlashAttentionTiling& t = tiling_;
+    const fa::Geometry& g = p_.g;
+    const Block blk = block_of(scratch);
+    const int64_t kb = task % t.grad_kv_blocks, kvh = (task / t.grad_kv_blocks) % g.kv_heads;
+    const int64_t b = task / (t.grad_kv_blocks * g.kv_heads);
+    const int64_t c0 = kb * t.grad_block_kv, cols = std::min(t.grad_block_kv, g.kv_len - c0);
+    const int64_t d = g.head_dim, dv = g.value_dim, ld = t.grad_block_kv;
+    std::fill(blk.acc, blk.acc + cols * d, 0.0f);
+    std::fill(blk.acc2, blk.acc2 + cols * dv, 0.0f);
+    for (int64_t gi = 0; gi < g.group; ++gi) {
+      const int64_t n = kvh * g.group + gi;
+      for (int64_t i0 = 0; i0 < g.q_len; i0 += t.grad_block_q) {
+        const int64_t rows = std::min(t.grad_block_q, g.q_len - i0);
+        const fa::KvRange range = fa::kv_range(p_, i0, rows, 1);
+        if (range.end <= c0 || range.begin >= c0 + cols) continue;
+        if (!probabilities_and_ds(blk, ld, b, n, i0, rows, c0, cols)) continue;
+        const int64_t row0 = (b * g.heads + n) * g.q_len + i0;
+        fa::gemm_atb_add(blk.s, ld, dyp_ + row0 * dv, dv, blk.acc2, dv, cols, dv, rows);
+        fa::gemm_atb_add(blk.dp, ld, qp_ + row0 * d, d, blk.acc, d, cols, d, rows);
+      }
+    }
+    fa::store_rows(dk_, b, kvh, c0, cols, d, blk.acc, d, nullptr, 1.0f, kernels_);
+    fa::store_rows(dv_, b, kvh, c0, cols, dv, blk.acc2, dv, nullptr, 1.0f, kernels_);
+  }
+
+  fa::Problem p_;
+  fa::Heads q_, k_, v_, dy_, attn_in_, dq_, dk_, dv_;
+  TensorView smax_, ssum_;
+  FlashAttentionTiling tiling_;
+  FlashAttentionKernels kernels_{};
+  float *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr, *dyp_ = nullptr;
+  float *row_max_ = nullptr, *inv_sum_ = nullptr, *rowdot_ = nullptr;
+};
+
+}  // namespace
+}  // namespace tilegrad::ops
+
+namespace tilegrad {
+
+FlashAttentionScoreGradOutputSpecs flash_attention_score_grad_output_specs(const TensorView& q, const TensorView& k,
+                                                                           const TensorView& v) {
+  return {{q.dtype, q.shape}, {k.dtype, k.shape}, {v.dtype, v.shape}};
+}
+
+void flash_attention_score_grad(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dy,
+                                const TensorView& pse, const TensorView& drop_mask, const TensorView& atten_mask,
+                                const TensorView& softmax_max, const TensorView& softmax_sum,
+                                const TensorView& attention_in, const FlashAttentionOptions& options,
+                                const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+  const ops::GradTensors t{q, k, v, dy, softmax_max, softmax_sum, attention_in, atten_mask, dq, dk, dv};
+  ops::FlashAttentionGradLaunch launch(t, pse, drop_mask, options);
+  core::run_now(ops::kOp, launch);
+}
+
+}  // namespace tilegrad
+
+using namespace tilegrad;
+
+extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
+    const aclTensor* query, const aclTensor* keyIn, const aclTensor* value, const aclTensor* dy,
+    const aclTensor* pseShiftOptional, const aclTensor* dropMaskOptional, const aclTensor* paddingMaskOptional,
+    const aclTensor* attenMaskOptional, const aclTensor* softmaxMaxOptional, const aclTensor* softmaxSumOptional,
+    const aclTensor* softmaxInOptional, const aclTensor* attentionInOptional, const aclIntArray* prefixOptional,
+    double scaleValue, double keepProb, int64_t preTokens, int64_t nextTokens, int64_t headNum, char* inputLayout,
+    int64_t innerPrecise, int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut, const aclTensor* dvOut,
+    const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
+  const char* op = ops::kOp;
+  const bool has_layout = inputLayout != nullptr;
+  const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
+                                                         inputLayout, innerPrecise, sparseMode);
+  return core::create_executor(
+      op,
+      {{"query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
+        "attenMaskOptional", "softmaxMaxOptional", "softmaxSumOptional", "softmaxInOptional", "attentionInOptional"},
+       {"dqOut", "dkOut", "dvOut", "dpseOut"}},
+      workspaceSize, executor, [&](core::ExecutorTensors& ts) {
+        // The vendor reads softmaxMax / softmaxSum / attentionIn despite "Optional": they are required.
+        const char* required[] = {"query", "keyIn", "value", "dy", "softmaxMaxOptional", "softmaxSumOptional",
+                                  "attentionInOptional", "dqOut", "dkOut", "dvOut"};
+        const aclTensor* given[] = {query, keyIn, value, dy, softmaxMaxOptional, softmaxSumOptional,
+                                    attentionInOptional, dqOut, dkOut, dvOut};
+        for (int i = 0; i < 10; ++i) core::require_not_null(op, required[i], given[i]);
+        core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
+        const TensorView q = ts.view("query", query), k = ts.view("keyIn", keyIn), v = ts.view("value", value),
+                         dyv = ts.view("dy", dy);
+        const TensorView pse = ts.optional_view("pseShiftOptional", pseShiftOptional);
+        const TensorView drop = ts.optional_view("dropMaskOptional", dropMaskOptional);
+        ts.optional_view("paddingMaskOptional", paddingMaskOptional);  // reserved: never read
+        const TensorView mask = ts.optional_view("attenMaskOptional", attenMaskOptional);
+        const TensorView smax = ts.view("softmaxMaxOptional", softmaxMaxOptional);
+        const TensorView ssum = ts.view("softmaxSumOptional", softmaxSumOptional);
+        ts.optional_view("softmaxInOptional", softmaxInOptional);  // reserved: never read
+        const TensorView attn = ts.view("attentionInOptional", attentionInOptional);
+        const TensorView dqv = ts.view("dqOut", dqOut), dkv = ts.view("dkOut", dkOut), dvv = ts.view("dvOut", dvOut);
+        ts.optional_view("dpseOut", dpseOut);  // pse is refused, so dpse is never written
+        const ops::GradTensors t{q, k, v, dyv, smax, ssum, attn, mask, dqv, dkv, dvv};
+        return std::make_unique<ops::FlashAttentionGradLaunch>(t, pse, drop, o);
+      });
+}
+
+extern "C" aclnnStatus aclnnFlashAttentionScoreGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                                    const aclrtStream) {
+  return core::launch_executor(ops::kOp, workspace, workspaceSize, executor);
+}

@@ -1,0 +1,56 @@
+// Flash attention plans: pure functions of the geometry and the Platform, never of the data.
+//
+// Forward: one task per (batch, query head, query block of block_q rows); a task walks the key/value
+// blocks of block_kv columns its rows can see (a fixed grid, so a row's result never depends on the
+// thread count) with an online softmax. Grad: pass A, one task per (batch, query head, query block)
+// accumulating dQ; pass B, one task per (batch, kv head, kv block) accumulating dK and dV over the
+// G query heads of its group and the query blocks in order. Threads take tasks t, t + T, t + 2T...
+// (interleaved, so causal work spreads evenly); each task's sums run in one fixed order.
+//
+// Workspace: q/k/v (and dy for the grad) widened to fp32 and packed [B, N, S, D] (q pre-multiplied by
+// scale, so S = (scale q) k^T comes out of the GEMM scaled), the grad's per-row statistics, then one scratch area per thread.
+#pragma once
+
+#include <cstdint>
+
+#include "core/describe.h"
+#include "core/platform.h"
+#include "tilegrad/export.h"
+
+namespace tilegrad::ops {
+
+struct FlashAttentionShape {
+  int64_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
+};
+
+struct FlashAttentionTiling {
+  FlashAttentionShape shape;
+  int64_t block_q = 0, block_kv = 0;   // forward / pass A blocks
+  int64_t q_blocks = 0, kv_blocks = 0;
+  int64_t tasks = 0;                   // forward / pass A tasks: B * N1 * q_blocks
+  int64_t grad_block_q = 0, grad_block_kv = 0, grad_kv_blocks = 0, grad_kv_tasks = 0;  // pass B (grad only)
+  int threads = 1;
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0, dy_offset = 0;  // packed fp32 operands (dy: grad only)
+  int64_t stats_offset = 0;            // grad: max, 1/sum, rowsum(dy * out) per query row, fp32 each
+  int64_t scratch_offset = 0, scratch_bytes_per_thread = 0;
+  int64_t workspace_bytes = 0;
+  bool grad = false;
+  Isa isa = Isa::kScalar;
+
+  TILEGRAD_API void describe(core::FieldVisitor& v) const;
+};
+
+// One thread's scratch (byte offsets from its start): the S block (P after the softmax), the grad's
+// dP block (dS after it), the accumulators (output or dQ; dK and dV), per-row max / sum and the
+// rows' column windows (int64).
+struct FlashAttentionScratch {
+  int64_t s = 0, dp = 0, acc = 0, acc2 = 0, row_max = 0, row_sum = 0, lo = 0, hi = 0, end = 0;
+};
+TILEGRAD_API FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t);
+
+TILEGRAD_API FlashAttentionTiling flash_attention_score_tiling(const FlashAttentionShape& shape,
+                                                               const core::Platform& platform);
+TILEGRAD_API FlashAttentionTiling flash_attention_score_grad_tiling(const FlashAttentionShape& shape,
+                                                                    const core::Platform& platform);
+
+}  // namespace tilegrad::ops

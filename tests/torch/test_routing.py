@@ -1,0 +1,123 @@
+"""One router decides every tilegrad.torch call's path, in one order (issue 29): what the kernels cannot
+take -> torch's function; compiling -> the torch.ops.tilegrad op, whatever the size; torch.func
+transforms and sizes below the crossover -> the composite; else the eager kernel node.
+
+swiglu and rotary_position_embedding used to test the crossover before torch.compile, so a small
+compiled call traced torch's composite instead of the tilegrad op; every function is compiled here
+with tensors below its crossover."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilegrad.torch as tgt  # noqa: E402
+from tilegrad.torch import _eager  # noqa: E402
+from tilegrad.torch._eager import CROSSOVER, Path  # noqa: E402
+from reference.torch_compare import autograd_node_names  # noqa: E402  (tests/torch/conftest.py)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+BF16 = torch.bfloat16
+
+
+def _small_calls():
+    """Every function, and its arguments: tensors below each of its crossovers (bf16; float32 for
+    embedding and linear_cross_entropy, whose 16-bit calls take the kernel at every size)."""
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape, dtype=BF16):
+        return torch.randn(*shape, generator=g).to(dtype).requires_grad_()
+
+    ids = torch.randint(0, 10, (6,), generator=g)
+    target = torch.randint(0, 32, (6,), generator=g)
+    cos = torch.randn(1, 4, 1, 8, generator=g).to(BF16)
+    probabilities = torch.rand(6, 32, generator=g).to(BF16)
+    return {
+        "silu": (tgt.silu, r(6, 32)),
+        "cross_entropy": (tgt.cross_entropy, r(6, 32), target),
+        "embedding": (tgt.embedding, ids, r(10, 8, dtype=torch.float32)),
+        "binary_cross_entropy_with_logits": (tgt.binary_cross_entropy_with_logits, r(6, 32), probabilities),
+        "linear_cross_entropy": (tgt.linear_cross_entropy, r(6, 8, dtype=torch.float32),
+                                 r(32, 8, dtype=torch.float32), target),
+        "rms_norm": (lambda x: tgt.rms_norm(x, (32,)), r(6, 32)),
+        "silu_mul": (tgt.silu_mul, r(6, 32), r(6, 32)),
+        "swiglu": (tgt.swiglu, r(6, 32)),
+        "rotary_position_embedding": (lambda x, c: tgt.rotary_position_embedding(x, c, c, 1), r(1, 4, 2, 8), cos),
+        "apply_rotary_pos_emb": (lambda q, k, c: tgt.apply_rotary_pos_emb(q, k, c, c)[0], r(1, 2, 4, 8),
+                                 r(1, 2, 4, 8), cos[:, :, 0]),
+    }
+
+
+def _traced_ops(fn, args):
+    """The operator names in the graph torch.compile(fullgraph=True) traces from ``fn(*args)``."""
+    names = []
+
+    def backend(gm, example_inputs):
+        names.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(_small_calls()))
+def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
+    fn, *args = _small_calls()[name]
+    eager_nodes = autograd_node_names(fn(*args))  # eager: below the crossover, torch's ops
+    assert not any(n.startswith(("Tilegrad", "LinearCrossEntropyFunction")) for n in eager_nodes), eager_nodes
+    traced = _traced_ops(fn, args)
+    assert any(n.startswith("tilegrad.") for n in traced), traced
+
+
+def test_route_order(monkeypatch):
+    """Unsupported first, then compiling, then torch.func / the crossover, then the kernel."""
+    monkeypatch.setitem(CROSSOVER, "silu", {torch.float32: 100})
+    assert _eager.route(False, torch.float32, silu=1000) is Path.TORCH
+    assert _eager.route(True, torch.float32, silu=1000) is Path.KERNEL
+    assert _eager.route(True, torch.float32, silu=99) is Path.COMPOSITE
+    assert _eager.route(True, torch.float32, wants_grad=False, silu=1000) is Path.COMPOSITE
+    assert _eager.route(True, torch.bfloat16, silu=1) is Path.KERNEL  # no entry for the dtype: no crossover
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert _eager.route(True, torch.float32, silu=99) is Path.COMPILE
+    assert _eager.route(False, torch.float32, silu=99) is Path.TORCH
+
+
+def test_every_function_has_its_own_crossover_entry():
+    """swiglu used silu_mul's entry; each function now names its own (a missing dtype: no crossover)."""
+    for op in ("silu", "cross_entropy", "cross_entropy_classes", "embedding", "binary_cross_entropy_with_logits",
+               "linear_cross_entropy", "rms_norm", "silu_mul", "swiglu", "rope"):
+        assert op in CROSSOVER
+    assert CROSSOVER["swiglu"] is not CROSSOVER["silu_mul"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_composites_do_not_depend_on_the_thread_count(dtype, reduction, torch_threads):
+    """Few classes take the composite at any row count, and torch.func at any size: their sums go in a
+    fixed order (torch's full reductions split the elements among the threads). Bit-identical loss
+    and gradient for 1, 2 and 3 threads; the loss is also checked against float64."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(1 << 18, 4, generator=g).to(dtype)
+    target = torch.randint(0, 4, (1 << 18,), generator=g)
+    target[::9] = -100
+    weight = torch.rand(4, generator=g) + 0.5
+    y = torch.rand(1 << 18, 4, generator=g).to(dtype)
+    results = []
+    for threads in (1, 2, 3):
+        torch_threads(threads)
+        xx = x.clone().requires_grad_()
+        loss, zloss = tgt.cross_entropy(xx, target, weight, reduction=reduction, label_smoothing=0.1,
+                                        z_loss_scale=1e-3, return_z_loss=True)
+        loss.backward()
+        bce_grad = torch.func.grad(lambda v: tgt.binary_cross_entropy_with_logits(v, y, reduction=reduction))(x)
+        results.append((loss.detach(), zloss.detach(), xx.grad, bce_grad))
+    for other in results[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(results[0], other))
+    x64 = x.double()
+    want = torch.nn.functional.cross_entropy(x64, target, weight.double(), reduction=reduction, label_smoothing=0.1)
+    kept = target != -100
+    zwant = torch.where(kept, 1e-3 * torch.logsumexp(x64, 1).square(), 0.0).sum()
+    zwant = zwant / kept.sum() if reduction == "mean" else zwant
+    tol = 2 ** -8 if dtype == BF16 else 1e-6
+    torch.testing.assert_close(results[0][0].double(), want + zwant, rtol=tol, atol=0)
