@@ -28,35 +28,52 @@ std::vector<TensorView> views_of(const py::handle& seq, const char* arg, bool ou
   return out;
 }
 
+// One call's arguments, in the order of tilegrad._core.fused_adamw's signature.
+struct FusedAdamwCall {
+  py::object params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps;
+  double lr, beta1, beta2, weight_decay, eps;
+  bool amsgrad, maximize;
+  py::object grad_scale, found_inf;
+  std::optional<double> max_grad_norm;
+  py::object model_params;
+  std::optional<double> grad_norm;
+};
+
+// The gradient norm when max_grad_norm is given, else None.
+py::object fused_adamw_call(const FusedAdamwCall& c) {
+  const std::vector<TensorView> p = views_of(c.params, "params", true), g = views_of(c.grads, "grads", false),
+                                ea = views_of(c.exp_avgs, "exp_avgs", true),
+                                es = views_of(c.exp_avg_sqs, "exp_avg_sqs", true),
+                                mx = views_of(c.max_exp_avg_sqs, "max_exp_avg_sqs", true),
+                                st = views_of(c.state_steps, "state_steps", false);
+  FusedAdamWExtras x;
+  x.grad_scale = py_support::optional_view_of(c.grad_scale, "grad_scale");
+  x.found_inf = py_support::optional_view_of(c.found_inf, "found_inf");
+  if (c.max_grad_norm) x.max_grad_norm = *c.max_grad_norm;
+  if (c.grad_norm) x.grad_norm = *c.grad_norm;
+  x.model_params = views_of(c.model_params, "model_params", true);
+  const AdamWOptions o{c.lr, c.beta1, c.beta2, c.weight_decay, c.eps, c.amsgrad, c.maximize};
+  double norm;
+  {
+    py::gil_scoped_release release;
+    norm = fused_adamw(p, g, ea, es, mx, st, o, x);
+  }
+  if (!c.max_grad_norm) return py::none();
+  return py::float_(norm);
+}
+
 }  // namespace
 
 void bind_fused_adamw(py::module_& m) {
   m.def(
       "fused_adamw",
-      [](const py::object& params, const py::object& grads, const py::object& exp_avgs, const py::object& exp_avg_sqs,
-         const py::object& max_exp_avg_sqs, const py::object& state_steps, double lr, double beta1, double beta2,
-         double weight_decay, double eps, bool amsgrad, bool maximize, const py::object& grad_scale,
-         const py::object& found_inf, std::optional<double> max_grad_norm, const py::object& model_params,
-         std::optional<double> grad_norm) -> py::object {
-        const std::vector<TensorView> p = views_of(params, "params", true), g = views_of(grads, "grads", false),
-                                      ea = views_of(exp_avgs, "exp_avgs", true),
-                                      es = views_of(exp_avg_sqs, "exp_avg_sqs", true),
-                                      mx = views_of(max_exp_avg_sqs, "max_exp_avg_sqs", true),
-                                      st = views_of(state_steps, "state_steps", false);
-        FusedAdamWExtras x;
-        x.grad_scale = py_support::optional_view_of(grad_scale, "grad_scale");
-        x.found_inf = py_support::optional_view_of(found_inf, "found_inf");
-        if (max_grad_norm) x.max_grad_norm = *max_grad_norm;
-        if (grad_norm) x.grad_norm = *grad_norm;
-        x.model_params = views_of(model_params, "model_params", true);
-        const AdamWOptions o{lr, beta1, beta2, weight_decay, eps, amsgrad, maximize};
-        double norm;
-        {
-          py::gil_scoped_release release;
-          norm = fused_adamw(p, g, ea, es, mx, st, o, x);
-        }
-        if (!max_grad_norm) return py::none();
-        return py::float_(norm);
+      [](py::object params, py::object grads, py::object exp_avgs, py::object exp_avg_sqs, py::object max_exp_avg_sqs,
+         py::object state_steps, double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+         bool maximize, py::object grad_scale, py::object found_inf, std::optional<double> max_grad_norm,
+         py::object model_params, std::optional<double> grad_norm) {
+        return fused_adamw_call({params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+                                 weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, max_grad_norm,
+                                 model_params, grad_norm});
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("max_exp_avg_sqs"),
       py::arg("state_steps"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("weight_decay"),

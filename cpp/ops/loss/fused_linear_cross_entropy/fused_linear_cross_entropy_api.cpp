@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/dtype.h"
@@ -17,6 +18,7 @@
 #include "core/tensor.h"
 #include "ops/loss/fused_linear_cross_entropy/flce_checks.h"
 #include "ops/loss/fused_linear_cross_entropy/flce_engine.h"
+#include "ops/loss/fused_linear_cross_entropy/flce_filter_stats.h"
 #include "ops/loss/fused_linear_cross_entropy/fused_linear_cross_entropy_kernel.h"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 
@@ -161,6 +163,28 @@ class FusedLaunch final : public core::Launch {
   void run(void* workspace) override;
 
  private:
+  // One run's per-row quantities and the features every path applies (FlceFeatures points into it).
+  struct Call {
+    std::vector<int64_t> col;  // target column, -1: ignored
+    int64_t valid = 0;         // rows not ignored
+    std::vector<float> class_w, bias;
+    std::vector<float> go, wt, scale, zscale;  // upstream gradient, w_t, the reduction's per-row factors
+    double wt_total = 0.0;                     // sum of w_t: the mean's divisor
+    FlceLossSpec spec;
+    std::vector<float> grad_bias_acc;
+    FlceFeatures f;
+    bool any_grad = false;
+    std::optional<FlceBoundTallies> bound;
+    int64_t filter_blocks[2] = {0, 0};
+    std::vector<float> ce, zloss;  // per-row loss terms
+  };
+  void prepare(Call& c) const;
+  void row_scales(Call& c) const;
+  void features(Call& c) const;
+  void losses_without_hidden(Call& c) const;
+  void run_vocab_outer(Call& c, void* workspace) const;
+  void write_losses(const Call& c) const;
+  void finish(const Call& c) const;
   // Row targets (-1: ignored), checked against [0, V).
   std::vector<int64_t> target_columns(int64_t* valid) const;
   // A dense rows x cols view of the input dtype over *storage (resized): the output of a gradient
@@ -169,15 +193,6 @@ class FusedLaunch final : public core::Launch {
     storage->assign(size_t(rows * cols * dtype_size(a_.input.dtype)), 0);
     return TensorView(storage->data(), a_.input.dtype, {rows, cols});
   }
-  // Bounded filtering's state: the row norms of both operands and the per-row / per-column tallies.
-  struct Bound {
-    std::vector<float> weight_norms, input_norms;
-    std::vector<double> row_total, row_dropped, col_total, col_dropped;
-    std::vector<float> row_exp_norm_sum, row_bound;  // the vocabulary-outer plan's whole-row S_i
-    FlceFilterBound state;
-  };
-  void start_bound(Bound& b) const;
-  void report_bound(const Bound& b) const;
   void bias_grad_without_hidden(const FlceFeatures& f, const std::vector<float>& mx, const std::vector<float>& sum,
                                 const std::vector<float>& cp, const std::vector<float>& ct,
                                 const std::vector<float>& cu, const std::vector<int64_t>& col) const;
@@ -207,77 +222,6 @@ std::vector<int64_t> FusedLaunch::target_columns(int64_t* valid) const {
     ++*valid;
   }
   return col;
-}
-
-void FusedLaunch::start_bound(Bound& b) const {
-  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
-  b.weight_norms = flce_row_norms(a_.weight, tiling_.isa, tiling_.threads);
-  b.input_norms = flce_row_norms(a_.input, tiling_.isa, tiling_.threads);
-  b.row_total.assign(bt, 0.0);
-  b.row_dropped.assign(bt, 0.0);
-  b.col_total.assign(v, 0.0);
-  b.col_dropped.assign(v, 0.0);
-  b.state.tolerance = o_.filter_tolerance;
-  b.state.min_skipped_share = flce_filter_min_skipped_share();
-  b.state.weight_average = o_.filter_weight_average;
-  b.state.vocab = v;
-  b.state.rows_total = bt;
-  b.state.weight_norms = b.weight_norms.data();
-  b.state.input_norms = b.input_norms.data();
-  b.state.row_total = b.row_total.data();
-  b.state.row_dropped = b.row_dropped.data();
-  b.state.col_total = b.col_total.data();
-  b.state.col_dropped = b.col_dropped.data();
-}
-
-// sum_j |G_ij| c_j for one row with G_ij = cp p_j - ct [j == t] (no label smoothing or softcap),
-// from weighted = sum_j p_j c_j over the whole vocabulary, p_t and c_t (target < 0: no such term).
-double abs_weighted_row(double weighted, bool has_target, double pt, double ct_weight, float cp, float ct) {
-  if (!has_target) return std::fabs(double(cp)) * weighted;
-  return std::fabs(double(cp)) * std::max(0.0, weighted - pt * ct_weight) + std::fabs(double(cp) * pt - ct) * ct_weight;
-}
-
-// The vocabulary-outer plan's whole-row quantities of the bound, from the forward's statistics
-// (p_j = exp(z_j - max) / sum; pred = z_t - max): each row's S_i = sum_j |G_ij| ||W_j|| (from
-// A_i = sum_j exp(z_j - max) ||W_j||), and Tbar = sum_j T_j / V = sum_i ||x_i|| sum_j |G_ij| / V.
-struct WholeRowBounds {
-  std::vector<float> row_bound;
-  double weight_mean = 0.0;
-};
-WholeRowBounds whole_row_bounds(const std::vector<float>& exp_norm_sum, const std::vector<float>& weight_norms,
-                                const std::vector<float>& input_norms, const std::vector<int64_t>& col,
-                                const std::vector<float>& sum, const std::vector<float>& pred,
-                                const std::vector<float>& cp, const std::vector<float>& ct) {
-  WholeRowBounds b;
-  b.row_bound.resize(col.size());
-  double t_total = 0.0;
-  for (size_t i = 0; i < col.size(); ++i) {
-    const bool has_t = col[i] >= 0;
-    const double pt = has_t ? std::exp(double(pred[i])) / double(sum[i]) : 0.0;
-    const double nt = has_t ? weight_norms[col[i]] : 0.0;
-    b.row_bound[i] = float(abs_weighted_row(double(exp_norm_sum[i]) / double(sum[i]), has_t, pt, nt, cp[i], ct[i]));
-    t_total += double(input_norms[i]) * abs_weighted_row(1.0, has_t, pt, 1.0, cp[i], ct[i]);
-  }
-  b.weight_mean = t_total / double(weight_norms.size());
-  return b;
-}
-
-// Largest dropped / total over entries with a positive total (0 when nothing was dropped).
-double largest_fraction(const std::vector<double>& dropped, const std::vector<double>& total) {
-  double worst = 0.0;
-  for (size_t i = 0; i < total.size(); ++i)
-    if (total[i] > 0.0 && dropped[i] > 0.0) worst = std::max(worst, dropped[i] / total[i]);
-  return worst;
-}
-
-void FusedLaunch::report_bound(const Bound& b) const {
-  if (!o_.filter_stats) return;
-  FusedLinearCrossEntropyOptions::FilterStats& st = *o_.filter_stats;
-  st.blocks = b.state.blocks;
-  st.input_blocks_run = b.state.input_blocks_run;
-  st.weight_blocks_run = b.state.weight_blocks_run;
-  st.max_row_dropped = largest_fraction(b.row_dropped, b.row_total);
-  st.max_column_dropped = largest_fraction(b.col_dropped, b.col_total);
 }
 
 // H = 0: no GEMM runs (the gradient blocks only write zeros), the logits are the (capped) bias in
@@ -314,154 +258,184 @@ void FusedLaunch::bias_grad_without_hidden(const FlceFeatures& f, const std::vec
   }
 }
 
-void FusedLaunch::run(void* workspace) {
+// Targets, class weights, the reduction's per-row factors, the loss spec and the features.
+void FusedLaunch::prepare(Call& c) const {
   const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
-  const bool wants_gin = core::present(a_.gin), wants_gw = core::present(a_.gw);
-  std::vector<char> gin_scratch, gw_scratch;
-  int64_t valid = 0;
-  const std::vector<int64_t> col = target_columns(&valid);
-  const bool has_cw = core::present(a_.class_weight), has_bias = core::present(a_.bias);
-  const std::vector<float> cw = has_cw ? to_f32(a_.class_weight) : std::vector<float>();
-  const std::vector<float> bias = has_bias ? to_f32(a_.bias) : std::vector<float>();
+  c.col = target_columns(&c.valid);
+  if (core::present(a_.class_weight)) c.class_w = to_f32(a_.class_weight);
+  if (core::present(a_.bias)) c.bias = to_f32(a_.bias);
+  row_scales(c);
   double cw_total = double(v);
-  if (has_cw) {
+  if (core::present(a_.class_weight)) {
     cw_total = 0.0;
-    for (float x : cw) cw_total += x;
+    for (float x : c.class_w) cw_total += x;
   }
-  // Upstream gradient per row, row weights w_t and the reduction's divisors.
-  std::vector<float> go(bt, 1.0f), wt(bt, 0.0f), scale(bt, 0.0f), zscale(bt, 0.0f);
+  c.spec.eps = o_.label_smoothing;
+  c.spec.lambda = o_.lse_square_scale;
+  c.spec.classes = v;
+  c.spec.class_w_total = cw_total;
+  c.spec.scale = c.scale.data();
+  c.spec.zscale = c.zscale.data();
+  c.spec.target_w = c.wt.data();
+  features(c);
+  c.ce.assign(bt, 0.0f);
+  c.zloss.assign(bt, 0.0f);
+}
+
+// Upstream gradient per row, row weights w_t and the reduction's divisors folded into scale (cross
+// entropy) and zscale (z-loss); ignored rows get 0.
+void FusedLaunch::row_scales(Call& c) const {
+  const int64_t bt = a_.input.shape[0];
+  const bool has_cw = !c.class_w.empty();
+  c.go.assign(bt, 1.0f);
+  c.wt.assign(bt, 0.0f);
+  c.scale.assign(bt, 0.0f);
+  c.zscale.assign(bt, 0.0f);
   if (core::present(a_.grad_output)) {
     const Vec1 g(a_.grad_output);
     const bool per_row =
         a_.grad_output.numel() != 1 || (reduction_ == Reduction::kNone && a_.grad_output.rank() == 1 && bt == 1);
-    for (int64_t i = 0; i < bt; ++i) go[i] = g.f32(per_row ? i : 0);
+    for (int64_t i = 0; i < bt; ++i) c.go[i] = g.f32(per_row ? i : 0);
   }
-  double wt_total = 0.0;
+  c.wt_total = 0.0;
   for (int64_t i = 0; i < bt; ++i)
-    if (col[i] >= 0) {
-      wt[i] = has_cw ? cw[col[i]] : 1.0f;
-      wt_total += wt[i];
+    if (c.col[i] >= 0) {
+      c.wt[i] = has_cw ? c.class_w[c.col[i]] : 1.0f;
+      c.wt_total += c.wt[i];
     }
   const bool mean = reduction_ == Reduction::kMean;
-  const double ce_div = mean ? wt_total : 1.0, z_div = mean ? double(valid) : 1.0;
+  const double ce_div = mean ? c.wt_total : 1.0, z_div = mean ? double(c.valid) : 1.0;
   for (int64_t i = 0; i < bt; ++i)
-    if (col[i] >= 0) {
-      scale[i] = ce_div != 0.0 ? float(double(go[i]) / ce_div) : 0.0f;
-      zscale[i] = z_div != 0.0 ? float(double(go[i]) / z_div) : 0.0f;
+    if (c.col[i] >= 0) {
+      c.scale[i] = ce_div != 0.0 ? float(double(c.go[i]) / ce_div) : 0.0f;
+      c.zscale[i] = z_div != 0.0 ? float(double(c.go[i]) / z_div) : 0.0f;
     }
-  FlceLossSpec spec;
-  spec.eps = o_.label_smoothing;
-  spec.lambda = o_.lse_square_scale;
-  spec.classes = v;
-  spec.class_w_total = cw_total;
-  spec.scale = scale.data();
-  spec.zscale = zscale.data();
-  spec.target_w = wt.data();
+}
+
+// The logits transform, class weights, grad_bias's accumulator and the gradient filtering of the call.
+void FusedLaunch::features(Call& c) const {
+  const int64_t v = a_.weight.shape[0];
   // No grad_bias output (a bias that needs no gradient): none is computed.
-  std::vector<float> gb_acc(core::present(a_.grad_bias) ? v : 0, 0.0f);
-  FlceFeatures f;
-  f.bias = has_bias ? bias.data() : nullptr;
+  c.grad_bias_acc.assign(core::present(a_.grad_bias) ? v : 0, 0.0f);
+  FlceFeatures& f = c.f;
+  f.bias = c.bias.empty() ? nullptr : c.bias.data();
   f.softcap = o_.softcap;
-  f.class_w = has_cw ? cw.data() : nullptr;
-  f.grad_bias_acc = gb_acc.empty() ? nullptr : gb_acc.data();
+  f.class_w = c.class_w.empty() ? nullptr : c.class_w.data();
+  f.grad_bias_acc = c.grad_bias_acc.empty() ? nullptr : c.grad_bias_acc.data();
   // Filtering drops gradient work only: with no gradient wanted (the loss alone) there is none.
-  const bool any_grad = wants_gin || wants_gw || f.grad_bias_acc;
-  f.filter_eps = any_grad ? o_.filter_eps : 0.0f;
-  Bound bound;
-  if (any_grad && o_.filter_tolerance > 0.0f && a_.input.shape[1] > 0) {
-    start_bound(bound);
-    f.bound = &bound.state;
+  c.any_grad = core::present(a_.gin) || core::present(a_.gw) || f.grad_bias_acc;
+  f.filter_eps = c.any_grad ? o_.filter_eps : 0.0f;
+  if (c.any_grad && o_.filter_tolerance > 0.0f && a_.input.shape[1] > 0) {
+    c.bound.emplace(a_.input, a_.weight, o_, tiling_.isa, tiling_.threads);
+    f.bound = &c.bound->bound();
   }
-  int64_t filter_blocks[2] = {0, 0};
-  f.filter_counts = filter_blocks;
-  std::vector<float> ce(bt, 0.0f), zl(bt, 0.0f);
-  if (a_.input.shape[1] == 0 && !has_bias && v > 0) {
-    // H = 0 without a bias: every logit is an empty dot product, 0 (softcap(0) = 0), so each row's
-    // max is 0, its sum of exp V and its weighted logit sum 0; the gradients have no elements. Closed
-    // form, instead of passes over a vocabulary whose length need not relate to any byte of data.
-    for (int64_t i = 0; i < bt; ++i) {
-      const FlceRowResult r = flce_row_result(spec, i, col[i] >= 0, 0.0f, float(v), 0.0f, 0.0f);
-      ce[i] = r.ce;
-      zl[i] = r.zloss;
-    }
-  } else if (tiling_.plan != FlcePlan::kVocabOuter) {
-    flce_chunked_run(tiling_, a_.input, a_.weight, col.data(), spec, f, ce.data(), zl.data(), a_.gin, a_.gw,
-                     workspace);
-  } else {
-    // The block path writes both gradients when it runs: an absent one goes to a scratch buffer.
-    const TensorView gin = wants_gin || !any_grad ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
-    const TensorView gw = wants_gw || !any_grad ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
-    std::vector<float> mx(bt), sum(bt), pred(bt), wsum(bt, 0.0f), cp(bt), ct(bt), cu(bt);
-    const auto vec = [](float* p) {
-      Vec1 r;
-      r.data = reinterpret_cast<char*>(p);
-      r.dtype = DType::kFloat32;
-      return r;
-    };
-    f.row_wsum = spec.eps > 0.0f ? wsum.data() : nullptr;
-    // Bounded filtering over whole rows: the forward also sums exp(z_j - max) ||W_j|| per row. (With
-    // label smoothing or a softcap |G_ij| is not a function of p_ij alone: each G block then bounds
-    // its own part.)
-    const bool whole_rows = f.bound && spec.eps == 0.0f && f.softcap == 0.0f;
-    if (whole_rows) {
-      bound.row_exp_norm_sum.assign(bt, 0.0f);
-      bound.state.row_exp_norm_sum = bound.row_exp_norm_sum.data();
-    }
-    flce_forward_run(tiling_.fwd, a_.input, a_.weight, col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
-                     nullptr, workspace, &f);
-    for (int64_t i = 0; i < bt; ++i) {
-      // pred = z_t - max, so z_t = pred + max (the forward kept z_t - max to match the aclnn layout)
-      const FlceRowResult r = flce_row_result(spec, i, col[i] >= 0, mx[i], sum[i], pred[i] + mx[i], wsum[i]);
-      ce[i] = r.ce;
-      zl[i] = r.zloss;
-      cp[i] = r.coef_p;
-      ct[i] = r.coef_t;
-      cu[i] = r.coef_u;
-    }
-    f.row_wsum = nullptr;
-    if (whole_rows) {
-      bound.state.row_exp_norm_sum = nullptr;
-      WholeRowBounds whole = whole_row_bounds(bound.row_exp_norm_sum, bound.weight_norms, bound.input_norms, col, sum,
-                                              pred, cp, ct);
-      bound.row_bound = std::move(whole.row_bound);
-      bound.state.row_bound = bound.row_bound.data();
-      bound.state.weight_mean = whole.weight_mean;
-    }
-    f.row_target_coef = ct.data();
-    f.row_uniform_coef = cu.data();
-    if (any_grad)
-      flce_grad_run(tiling_.grad, a_.input, a_.weight, nullptr, cp.data(), mx.data(), sum.data(), col.data(), gin, gw,
-                    workspace, &f);
-    if (a_.input.shape[1] == 0 && f.grad_bias_acc) bias_grad_without_hidden(f, mx, sum, cp, ct, cu, col);
+  f.filter_counts = c.filter_blocks;
+}
+
+// H = 0 without a bias: every logit is an empty dot product, 0 (softcap(0) = 0), so each row's max is
+// 0, its sum of exp V and its weighted logit sum 0; the gradients have no elements. Closed form,
+// instead of passes over a vocabulary whose length need not relate to any byte of data.
+void FusedLaunch::losses_without_hidden(Call& c) const {
+  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  for (int64_t i = 0; i < bt; ++i) {
+    const FlceRowResult r = flce_row_result(c.spec, i, c.col[i] >= 0, 0.0f, float(v), 0.0f, 0.0f);
+    c.ce[i] = r.ce;
+    c.zloss[i] = r.zloss;
   }
-  // Losses: per row, or reduced in one fixed order (double).
+}
+
+// Forward blocks for every row's statistics, then the memory-saving gradient (four GEMMs).
+void FusedLaunch::run_vocab_outer(Call& c, void* workspace) const {
+  const int64_t bt = a_.input.shape[0], v = a_.weight.shape[0];
+  FlceFeatures& f = c.f;
+  // The block path writes both gradients when it runs: an absent one goes to a scratch buffer.
+  std::vector<char> gin_scratch, gw_scratch;
+  const bool wants_gin = core::present(a_.gin), wants_gw = core::present(a_.gw);
+  const TensorView gin = wants_gin || !c.any_grad ? a_.gin : scratch(&gin_scratch, bt, a_.input.shape[1]);
+  const TensorView gw = wants_gw || !c.any_grad ? a_.gw : scratch(&gw_scratch, v, a_.input.shape[1]);
+  std::vector<float> mx(bt), sum(bt), pred(bt), wsum(bt, 0.0f), cp(bt), ct(bt), cu(bt);
+  const auto vec = [](float* p) {
+    Vec1 r;
+    r.data = reinterpret_cast<char*>(p);
+    r.dtype = DType::kFloat32;
+    return r;
+  };
+  f.row_wsum = c.spec.eps > 0.0f ? wsum.data() : nullptr;
+  // Bounded filtering over whole rows: the forward also sums exp(z_j - max) ||W_j|| per row. (With
+  // label smoothing or a softcap |G_ij| is not a function of p_ij alone: each G block then bounds
+  // its own part.)
+  const bool whole_rows = f.bound && c.spec.eps == 0.0f && f.softcap == 0.0f;
+  if (whole_rows) c.bound->collect_exp_norm_sums();
+  flce_forward_run(tiling_.fwd, a_.input, a_.weight, c.col.data(), vec(mx.data()), vec(sum.data()), vec(pred.data()),
+                   nullptr, workspace, &f);
+  for (int64_t i = 0; i < bt; ++i) {
+    // pred = z_t - max, so z_t = pred + max (the forward kept z_t - max to match the aclnn layout)
+    const FlceRowResult r = flce_row_result(c.spec, i, c.col[i] >= 0, mx[i], sum[i], pred[i] + mx[i], wsum[i]);
+    c.ce[i] = r.ce;
+    c.zloss[i] = r.zloss;
+    cp[i] = r.coef_p;
+    ct[i] = r.coef_t;
+    cu[i] = r.coef_u;
+  }
+  f.row_wsum = nullptr;
+  if (whole_rows) c.bound->whole_rows_from_forward(c.col, sum, pred, cp, ct);
+  f.row_target_coef = ct.data();
+  f.row_uniform_coef = cu.data();
+  if (c.any_grad)
+    flce_grad_run(tiling_.grad, {a_.input, a_.weight, gin, gw}, nullptr,
+                  {cp.data(), mx.data(), sum.data(), c.col.data()}, workspace, &f);
+  if (a_.input.shape[1] == 0 && f.grad_bias_acc) bias_grad_without_hidden(f, mx, sum, cp, ct, cu, c.col);
+}
+
+// Losses: per row, or reduced in one fixed order (double).
+void FusedLaunch::write_losses(const Call& c) const {
+  const int64_t bt = a_.input.shape[0];
   const Vec1 loss(a_.loss);
   const bool want_z = core::present(a_.z_loss);
   const Vec1 zout = want_z ? Vec1(a_.z_loss) : Vec1();
   double ce_total = 0.0, z_total = 0.0;
   for (int64_t i = 0; i < bt; ++i) {
     if (reduction_ == Reduction::kNone) {
-      loss.set_f32(i, ce[i] + zl[i]);
-      if (want_z) zout.set_f32(i, zl[i]);
+      loss.set_f32(i, c.ce[i] + c.zloss[i]);
+      if (want_z) zout.set_f32(i, c.zloss[i]);
     }
-    ce_total += ce[i];
-    z_total += zl[i];
+    ce_total += c.ce[i];
+    z_total += c.zloss[i];
   }
-  if (reduction_ != Reduction::kNone) {
-    const double c = mean ? ce_total / wt_total : ce_total;  // 0 / 0: NaN, as PyTorch
-    const double z = mean ? z_total / double(valid) : z_total;
-    loss.set_f32(0, float(c + z));
-    if (want_z) zout.set_f32(0, float(z));
-  }
-  report_bound(bound);
+  if (reduction_ == Reduction::kNone) return;
+  const bool mean = reduction_ == Reduction::kMean;
+  const double ce = mean ? ce_total / c.wt_total : ce_total;  // 0 / 0: NaN, as PyTorch
+  const double z = mean ? z_total / double(c.valid) : z_total;
+  loss.set_f32(0, float(ce + z));
+  if (want_z) zout.set_f32(0, float(z));
+}
+
+// The filtering diagnostics the caller asked for, and grad_bias rounded once.
+void FusedLaunch::finish(const Call& c) const {
+  if (o_.filter_stats) *o_.filter_stats = c.bound ? c.bound->stats() : FusedLinearCrossEntropyOptions::FilterStats{};
   if (o_.filter_blocks) {
-    o_.filter_blocks[0] = filter_blocks[0];
-    o_.filter_blocks[1] = filter_blocks[1];
+    o_.filter_blocks[0] = c.filter_blocks[0];
+    o_.filter_blocks[1] = c.filter_blocks[1];
   }
   if (core::present(a_.grad_bias)) {
     const TensorView& gb = a_.grad_bias;
-    flce_kernels(tiling_.isa)->cast_row(gb_acc.data(), v, gb.dtype, gb.data, gb.strides[0]);
+    flce_kernels(tiling_.isa)->cast_row(c.grad_bias_acc.data(), a_.weight.shape[0], gb.dtype, gb.data, gb.strides[0]);
   }
+}
+
+void FusedLaunch::run(void* workspace) {
+  Call c;
+  prepare(c);
+  if (a_.input.shape[1] == 0 && !core::present(a_.bias) && a_.weight.shape[0] > 0) {
+    losses_without_hidden(c);
+  } else if (tiling_.plan != FlcePlan::kVocabOuter) {
+    flce_chunked_run(tiling_, {a_.input, a_.weight, a_.gin, a_.gw}, c.col.data(), c.spec, c.f,
+                     {c.ce.data(), c.zloss.data()}, workspace);
+  } else {
+    run_vocab_outer(c, workspace);
+  }
+  write_losses(c);
+  finish(c);
 }
 
 }  // namespace

@@ -149,8 +149,8 @@ class LossGradLaunch final : public core::Launch {
         sum[i] = vsum.f32(i);
       }
     }
-    flce_grad_run(tiling_, a_.input, a_.weight, hp ? &a_.softmax : nullptr, grad.data(), mx.data(), sum.data(),
-                  target.data(), a_.gin, a_.gw, workspace);
+    flce_grad_run(tiling_, {a_.input, a_.weight, a_.gin, a_.gw}, hp ? &a_.softmax : nullptr,
+                  {grad.data(), mx.data(), sum.data(), target.data()}, workspace);
   }
 
  private:

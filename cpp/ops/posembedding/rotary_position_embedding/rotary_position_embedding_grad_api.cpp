@@ -134,7 +134,13 @@ class RopeGradLaunch final : public core::Launch {
   // replaced) or a last dim is strided; non-temporal stores only as planned and where dx's rows are
   // 64-byte aligned.
   void set_addresses(const GradArgs& a) {
-    dy_ = a.dy, cos_ = a.cos, sin_ = a.sin, x_ = a.x, dx_ = a.dx, dcos_ = a.dcos, dsin_ = a.dsin;
+    dy_ = a.dy;
+    cos_ = a.cos;
+    sin_ = a.sin;
+    x_ = a.x;
+    dx_ = a.dx;
+    dcos_ = a.dcos;
+    dsin_ = a.dsin;
     const RopeShape& s = tiling_.shape;
     const bool with_x = core::present(a.x);
     const bool hazard = s.mode == RopeMode::kInterleaveHalf && a.dx.data == a.dy.data;
