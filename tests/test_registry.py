@@ -38,6 +38,7 @@ def test_entries_are_well_formed():
         assert op["aclnn"] is None or re.fullmatch(r"aclnn[A-Z]\w*", op["aclnn"]), where
         assert op["dtypes"] and set(op["dtypes"]) <= set(FLOAT_DTYPES), f"{where}: dtypes {op['dtypes']}"
         assert (op["aclnn"] is None) == ("c_abi" not in op), f"{where}: c_abi goes with an aclnn name"
+        assert op.get("torch"), f"{where}: no PyTorch equivalent (torch) for the docs' table"
         if "c_abi" in op:
             inputs, outputs, written = c_abi_tensors(op)
             assert inputs and written, f"{where}: c_abi has no input or nothing written"
