@@ -27,6 +27,39 @@ function(tilegrad_add_family family)
   endforeach()
 endfunction()
 
+# tilegrad_add_families(<registry>): tilegrad_add_family for every family of the operator registry
+# (cpp/ops/operators.json: "families"[i]."family", with its "kernel_options"), so adding a family is
+# its folder and its registry entry. Editing the registry re-runs the configure step.
+function(tilegrad_add_families registry)
+  file(READ "${registry}" json)
+  set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${registry}")
+  string(JSON count LENGTH "${json}" families)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON family GET "${json}" families ${i} family)
+    tilegrad_json_strings(options "${json}" families ${i} kernel_options)
+    tilegrad_add_family(${family} KERNEL_OPTIONS ${options})
+  endforeach()
+endfunction()
+
+# tilegrad_json_strings(<out> <json> <path>...): the JSON array of strings at <path> as a CMake list
+# (empty when <path> is absent).
+function(tilegrad_json_strings out json)
+  string(JSON array ERROR_VARIABLE missing GET "${json}" ${ARGN})
+  set(items "")
+  if(NOT missing)
+    string(JSON count LENGTH "${array}")
+    if(count GREATER 0)
+      math(EXPR last "${count} - 1")
+      foreach(i RANGE ${last})
+        string(JSON item GET "${array}" ${i})
+        list(APPEND items "${item}")
+      endforeach()
+    endif()
+  endif()
+  set(${out} "${items}" PARENT_SCOPE)
+endfunction()
+
 # tilegrad_add_kernel(<path/name_kernel.inc> [<flag>...]): compiles the kernel once per ISA level into
 # libtilegrad. The translation unit of level <isa> is generated in the build tree as
 # <name>_kernel_<isa>.cpp: it defines TILEGRAD_ISA, includes core/simd_<isa>.h and then the .inc, and

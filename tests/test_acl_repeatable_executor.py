@@ -14,6 +14,7 @@ import pytest
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         create_tensor, get_workspace_size, last_error, launch, lib, run_op)
 from reference.silu import silu_backward_f64
+from registry import OPERATORS, c_abi_args, c_abi_arrays, c_abi_tensors
 
 vp = ctypes.c_void_p
 for name in ("aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor"):
@@ -320,215 +321,28 @@ def test_tensors_without_data_get_the_same_workspace_and_checks():
 lib.aclCreateTensorList.restype = ctypes.c_void_p
 lib.aclCreateTensorList.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64]
 lib.aclDestroyTensorList.argtypes = [vp]
-F32 = np.float32
-c_i64, c_u64, c_f64, c_f32, c_bool = ctypes.c_int64, ctypes.c_uint64, ctypes.c_double, ctypes.c_float, ctypes.c_bool
-
-
 class RebindCase:
-    """An operator's C ABI call over named arrays. `inputs` / `outputs`: its tensor parameters in the order
-    of its GetWorkspaceSize signature (what aclSetInputTensorAddr / aclSetOutputTensorAddr count; a list
-    parameter ends in "[]"); `arrays(rng)`: fresh data for them (None: a null optional tensor; a list of
-    arrays for a list parameter); `args(p)`: the call's arguments with p[name] the tensor (list) pointers;
-    `written`: what the operator writes (outputs, and the updated operands of in-place operators)."""
+    """An operator's C ABI call from its registry entry (tests/registry.py). `inputs` / `outputs`: its
+    tensor parameters in the order of its GetWorkspaceSize signature (what aclSetInputTensorAddr /
+    aclSetOutputTensorAddr count; a list parameter ends in "[]"); `arrays(rng)`: fresh data for them
+    (None: a null optional tensor; a list of arrays for a list parameter); `args(p)`: the call's
+    arguments with p[name] the tensor (list) pointers; `written`: what the operator writes (outputs,
+    and the updated operands of in-place operators)."""
 
-    def __init__(self, op, inputs, outputs, arrays, args, written=None):
-        self.op, self.inputs, self.outputs, self.arrays, self.args = op, inputs, outputs, arrays, args
-        self.written = written or outputs
+    def __init__(self, entry):
+        self.entry, self.op = entry, entry["aclnn"]
+        self.inputs, self.outputs, self.written = c_abi_tensors(entry)
 
+    def arrays(self, rng):
+        return c_abi_arrays(self.entry, rng)
 
-def _rn(rng, shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(F32)
-
-
-def _flce_stats(rng, bt, h, v):
-    x, w = _rn(rng, (bt, h), 0.5), _rn(rng, (v, h), 0.5)
-    logits = x.astype(np.float64) @ w.astype(np.float64).T
-    mx = logits.max(axis=1).astype(F32)
-    se = np.exp(logits - mx[:, None]).sum(axis=1).astype(F32)
-    return x, w, logits.astype(F32), mx, se
+    def args(self, pointers):
+        return c_abi_args(self.entry, pointers)
 
 
 def _rebind_cases():
-    bt, h, v = 9, 8, 24
-
-    def flce_grad_arrays(rng):
-        x, w, _, mx, se = _flce_stats(rng, bt, h, v)
-        mask = np.packbits(rng.random(bt) < 0.3, bitorder="little")
-        return {"grad": _rn(rng, bt), "input": x, "weight": w, "targetMask": mask,
-                "maskedTarget": rng.integers(0, v, bt).astype(np.int64), "logitsMaxOptional": mx,
-                "sumExpLogitsOptional": se, "softmaxOptional": None,
-                "inputGradOut": np.zeros((bt, h), F32), "weightGradOut": np.zeros((v, h), F32)}
-
-    def adamw_slot(rng, shape):
-        return [_rn(rng, shape), _rn(rng, shape), _rn(rng, shape, 0.1), np.abs(_rn(rng, shape, 0.01)),
-                np.abs(_rn(rng, shape, 0.01))]
-
-    def fused_adamw_arrays(rng):
-        slots = [adamw_slot(rng, s) for s in [(5, 4), (7,), (3, 3)]]
-        lists = [list(c) for c in zip(*slots)]
-        return {"paramsRef[]": lists[0], "grads[]": lists[1], "expAvgsRef[]": lists[2], "expAvgSqsRef[]": lists[3],
-                "maxExpAvgSqsRef[]": lists[4], "stateSteps[]": [np.array([k], F32) for k in (0, 3, 7)],
-                "gradScaleOptional": np.array([2.0], F32), "foundInfOptional": np.array([0.0], F32)}
-
-    def attention_arrays(rng):
-        """BSND, 4 query heads over 2 kv heads, Sq 7 != Skv 9, an explicit [Sq, Skv] mask (mode 1)."""
-        return {"query": _rn(rng, (1, 7, 4, 8)), "key": _rn(rng, (1, 9, 2, 8)), "value": _rn(rng, (1, 9, 2, 8)),
-                "attenMaskOptional": (rng.random((7, 9)) < 0.3).astype(np.uint8)}
-
-    def fa_arrays(rng):
-        return {**attention_arrays(rng), "realShiftOptional": None, "dropMaskOptional": None,
-                "paddingMaskOptional": None, "softmaxMaxOut": np.zeros((1, 4, 7, 8), F32),
-                "softmaxSumOut": np.zeros((1, 4, 7, 8), F32), "softmaxOutOut": None,
-                "attentionOutOut": np.zeros((1, 7, 4, 8), F32)}
-
-    def fa_grad_arrays(rng):
-        a = attention_arrays(rng)
-        return {"query": a["query"], "keyIn": a["key"], "value": a["value"], "dy": _rn(rng, (1, 7, 4, 8)),
-                "pseShiftOptional": None, "dropMaskOptional": None, "paddingMaskOptional": None,
-                "attenMaskOptional": a["attenMaskOptional"], "softmaxMaxOptional": _rn(rng, (1, 4, 7, 8)),
-                "softmaxSumOptional": rng.uniform(1.0, 3.0, (1, 4, 7, 8)).astype(F32), "softmaxInOptional": None,
-                "attentionInOptional": _rn(rng, (1, 7, 4, 8)), "dqOut": np.zeros((1, 7, 4, 8), F32),
-                "dkOut": np.zeros((1, 9, 2, 8), F32), "dvOut": np.zeros((1, 9, 2, 8), F32), "dpseOut": None}
-
-    def fa_attributes():  # scaleValue, keepProb, preTokens, nextTokens, headNum, inputLayout, innerPrecise, sparseMode
-        return [c_f64(0.35), c_f64(1.0), c_i64(2**31 - 1), c_i64(2**31 - 1), c_i64(4), ctypes.c_char_p(b"BSND"),
-                c_i64(0), c_i64(1)]
-
-    return [
-        RebindCase("aclnnFlashAttentionScore",
-                   ["query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional",
-                    "attenMaskOptional"], ["softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut"],
-                   fa_arrays,
-                   lambda p: [p["query"], p["key"], p["value"], p["realShiftOptional"], p["dropMaskOptional"],
-                              p["paddingMaskOptional"], p["attenMaskOptional"], None, *fa_attributes(),
-                              p["softmaxMaxOut"], p["softmaxSumOut"], p["softmaxOutOut"], p["attentionOutOut"]],
-                   written=["softmaxMaxOut", "softmaxSumOut", "attentionOutOut"]),
-        RebindCase("aclnnFlashAttentionScoreGrad",
-                   ["query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
-                    "attenMaskOptional", "softmaxMaxOptional", "softmaxSumOptional", "softmaxInOptional",
-                    "attentionInOptional"], ["dqOut", "dkOut", "dvOut", "dpseOut"],
-                   fa_grad_arrays,
-                   lambda p: [p["query"], p["keyIn"], p["value"], p["dy"], p["pseShiftOptional"], p["dropMaskOptional"],
-                              p["paddingMaskOptional"], p["attenMaskOptional"], p["softmaxMaxOptional"],
-                              p["softmaxSumOptional"], p["softmaxInOptional"], p["attentionInOptional"], None,
-                              *fa_attributes(), p["dqOut"], p["dkOut"], p["dvOut"], p["dpseOut"]],
-                   written=["dqOut", "dkOut", "dvOut"]),
-        RebindCase("aclnnSiluBackward", ["gradOutput", "self"], ["gradInput"],
-                   lambda rng: {"gradOutput": _rn(rng, (3, 5)), "self": _rn(rng, (3, 5)),
-                                "gradInput": np.zeros((3, 5), F32)},
-                   lambda p: [p["gradOutput"], p["self"], p["gradInput"]]),
-        RebindCase("aclnnBinaryCrossEntropyWithLogits", ["self", "target", "weightOptional", "posWeightOptional"],
-                   ["out"],
-                   lambda rng: {"self": _rn(rng, (4, 3)), "target": rng.random((4, 3)).astype(F32),
-                                "weightOptional": np.abs(_rn(rng, 3)), "posWeightOptional": np.abs(_rn(rng, 3)),
-                                "out": np.zeros((4, 3), F32)},
-                   lambda p: [p["self"], p["target"], p["weightOptional"], p["posWeightOptional"], c_i64(0),
-                              p["out"]]),
-        RebindCase("aclnnBinaryCrossEntropyWithLogitsBackward",
-                   ["gradOutput", "self", "target", "weightOptional", "posWeightOptional"], ["out"],
-                   lambda rng: {"gradOutput": _rn(rng, (4, 3)), "self": _rn(rng, (4, 3)),
-                                "target": rng.random((4, 3)).astype(F32), "weightOptional": np.abs(_rn(rng, 3)),
-                                "posWeightOptional": np.abs(_rn(rng, 3)), "out": np.zeros((4, 3), F32)},
-                   lambda p: [p["gradOutput"], p["self"], p["target"], p["weightOptional"], p["posWeightOptional"],
-                              c_i64(0), p["out"]]),
-        RebindCase("aclnnCrossEntropyLoss", ["input", "target", "weightOptional"],
-                   ["lossOut", "logProbOut", "zlossOut", "lseForZlossOut"],
-                   lambda rng: {"input": _rn(rng, (6, 9), 2.0), "target": rng.integers(0, 9, 6).astype(np.int64),
-                                "weightOptional": rng.uniform(0.5, 1.5, 9).astype(F32), "lossOut": np.zeros(6, F32),
-                                "logProbOut": np.zeros((6, 9), F32), "zlossOut": np.zeros(6, F32),
-                                "lseForZlossOut": np.zeros(6, F32)},
-                   lambda p: [p["input"], p["target"], p["weightOptional"], ctypes.c_char_p(b"none"), c_i64(-100),
-                              c_f64(0.1), c_f64(1e-3), c_bool(True), p["lossOut"], p["logProbOut"], p["zlossOut"],
-                              p["lseForZlossOut"]]),
-        RebindCase("aclnnCrossEntropyLossGrad",
-                   ["gradLoss", "logProb", "target", "weightOptional", "gradZlossOptional", "lseForZlossOptional"],
-                   ["xGradOut"],
-                   lambda rng: {"gradLoss": _rn(rng, 6), "logProb": -np.abs(_rn(rng, (6, 9))),
-                                "target": rng.integers(0, 9, 6).astype(np.int64),
-                                "weightOptional": rng.uniform(0.5, 1.5, 9).astype(F32), "gradZlossOptional": _rn(rng, 6),
-                                "lseForZlossOptional": _rn(rng, 6), "xGradOut": np.zeros((6, 9), F32)},
-                   lambda p: [p["gradLoss"], p["logProb"], p["target"], p["weightOptional"], p["gradZlossOptional"],
-                              p["lseForZlossOptional"], ctypes.c_char_p(b"none"), c_i64(-100), c_f64(0.1), c_f64(1e-3),
-                              p["xGradOut"]]),
-        RebindCase("aclnnEmbeddingDenseBackward", ["grad", "indices"], ["out"],
-                   lambda rng: {"grad": _rn(rng, (50, 8)), "indices": rng.integers(0, 20, 50).astype(np.int64),
-                                "out": np.zeros((20, 8), F32)},
-                   lambda p: [p["grad"], p["indices"], c_u64(20), c_u64(3), c_bool(True), p["out"]]),
-        RebindCase("aclnnFusedLinearOnlineMaxSum", ["input", "weight", "target"],
-                   ["logitsMaxLocalOut", "sumExpLogitsLocalOut", "predictedLogitsLocalOut", "targetMaskOut",
-                    "maskedTargetOut", "vocabParallelLogitsOutOptional"],
-                   lambda rng: {"input": _rn(rng, (bt, h), 0.5), "weight": _rn(rng, (v, h), 0.5),
-                                "target": rng.integers(0, 2 * v, bt).astype(np.int64),
-                                "logitsMaxLocalOut": np.zeros(bt, F32), "sumExpLogitsLocalOut": np.zeros(bt, F32),
-                                "predictedLogitsLocalOut": np.zeros(bt, F32),
-                                "targetMaskOut": np.zeros((bt + 7) // 8, np.uint8),
-                                "maskedTargetOut": np.zeros(bt, np.int64),
-                                "vocabParallelLogitsOutOptional": np.zeros((bt, v), F32)},
-                   lambda p: [p["input"], p["weight"], p["target"], c_i64(v // 2), c_i64(v // 2 + v),
-                              p["logitsMaxLocalOut"], p["sumExpLogitsLocalOut"], p["predictedLogitsLocalOut"],
-                              p["targetMaskOut"], p["maskedTargetOut"], p["vocabParallelLogitsOutOptional"]]),
-        RebindCase("aclnnFusedCrossEntropyLossWithMaxSum",
-                   ["logitsMax", "sumExpLogits", "predictedLogits", "inputOptional", "weightOptional",
-                    "vocabParallelLogitsOptional"], ["lossOut", "softMaxOutOptional"],
-                   lambda rng: dict(zip(["logitsMax", "sumExpLogits", "predictedLogits", "vocabParallelLogitsOptional"],
-                                        (lambda s: (s[3], s[4], -np.abs(_rn(rng, bt)), s[2]))(
-                                            _flce_stats(rng, bt, h, v))),
-                                    inputOptional=None, weightOptional=None, lossOut=np.zeros(bt, F32),
-                                    softMaxOutOptional=np.zeros((bt, v), F32)),
-                   lambda p: [p["logitsMax"], p["sumExpLogits"], p["predictedLogits"], c_f32(0.0), p["inputOptional"],
-                              p["weightOptional"], p["vocabParallelLogitsOptional"], p["lossOut"],
-                              p["softMaxOutOptional"]]),
-        RebindCase("aclnnFusedLinearCrossEntropyLossGrad",
-                   ["grad", "input", "weight", "targetMask", "maskedTarget", "logitsMaxOptional",
-                    "sumExpLogitsOptional", "softmaxOptional"], ["inputGradOut", "weightGradOut"],
-                   flce_grad_arrays,
-                   lambda p: [p["grad"], p["input"], p["weight"], p["targetMask"], p["maskedTarget"], c_f32(0.0),
-                              p["logitsMaxOptional"], p["sumExpLogitsOptional"], p["softmaxOptional"],
-                              p["inputGradOut"], p["weightGradOut"]]),
-        RebindCase("aclnnRmsNorm", ["x", "gamma"], ["yOut", "rstdOut"],
-                   lambda rng: {"x": _rn(rng, (5, 16)), "gamma": _rn(rng, 16), "yOut": np.zeros((5, 16), F32),
-                                "rstdOut": np.zeros((5, 1), F32)},
-                   lambda p: [p["x"], p["gamma"], c_f64(1e-6), p["yOut"], p["rstdOut"]]),
-        RebindCase("aclnnRmsNormGrad", ["dy", "x", "rstd", "gamma"], ["dxOut", "dgammaOut"],
-                   lambda rng: {"dy": _rn(rng, (5, 16)), "x": _rn(rng, (5, 16)),
-                                "rstd": rng.uniform(0.5, 2.0, (5, 1)).astype(F32), "gamma": _rn(rng, 16),
-                                "dxOut": np.zeros((5, 16), F32), "dgammaOut": np.zeros(16, F32)},
-                   lambda p: [p["dy"], p["x"], p["rstd"], p["gamma"], p["dxOut"], p["dgammaOut"]]),
-        RebindCase("aclnnSwiGlu", ["x"], ["out"],
-                   lambda rng: {"x": _rn(rng, (4, 8)), "out": np.zeros((4, 4), F32)},
-                   lambda p: [p["x"], c_i64(-1), p["out"]]),
-        RebindCase("aclnnSwiGluGrad", ["yGrad", "x"], ["out"],
-                   lambda rng: {"yGrad": _rn(rng, (4, 4)), "x": _rn(rng, (4, 8)), "out": np.zeros((4, 8), F32)},
-                   lambda p: [p["yGrad"], p["x"], c_i64(-1), p["out"]]),
-        RebindCase("aclnnRotaryPositionEmbedding", ["x", "cos", "sin"], ["out"],
-                   lambda rng: {"x": _rn(rng, (1, 4, 2, 8)), "cos": _rn(rng, (1, 4, 1, 8)),
-                                "sin": _rn(rng, (1, 4, 1, 8)), "out": np.zeros((1, 4, 2, 8), F32)},
-                   lambda p: [p["x"], p["cos"], p["sin"], c_i64(0), p["out"]]),
-        RebindCase("aclnnRotaryPositionEmbeddingGrad", ["dy", "cos", "sin", "xOptional"],
-                   ["dxOut", "dcosOut", "dsinOut"],
-                   lambda rng: {"dy": _rn(rng, (1, 4, 2, 8)), "cos": _rn(rng, (1, 4, 1, 8)),
-                                "sin": _rn(rng, (1, 4, 1, 8)), "xOptional": _rn(rng, (1, 4, 2, 8)),
-                                "dxOut": np.zeros((1, 4, 2, 8), F32), "dcosOut": np.zeros((1, 4, 1, 8), F32),
-                                "dsinOut": np.zeros((1, 4, 1, 8), F32)},
-                   lambda p: [p["dy"], p["cos"], p["sin"], p["xOptional"], c_i64(0), p["dxOut"], p["dcosOut"],
-                              p["dsinOut"]]),
-        RebindCase("aclnnApplyAdamWV2", ["varRef", "mRef", "vRef", "maxGradNormOptionalRef", "grad", "step"], [],
-                   lambda rng: dict(zip(["varRef", "grad", "mRef", "vRef", "maxGradNormOptionalRef"],
-                                        adamw_slot(rng, (6, 5))), step=np.array([4.0], F32)),
-                   lambda p: [p["varRef"], p["mRef"], p["vRef"], p["maxGradNormOptionalRef"], p["grad"], p["step"],
-                              c_f32(1e-2), c_f32(0.9), c_f32(0.999), c_f32(0.05), c_f32(1e-8), c_bool(True),
-                              c_bool(False)],
-                   written=["varRef", "mRef", "vRef", "maxGradNormOptionalRef"]),
-        RebindCase("aclnnFusedAdamw",
-                   ["paramsRef[]", "grads[]", "expAvgsRef[]", "expAvgSqsRef[]", "maxExpAvgSqsRef[]", "stateSteps[]",
-                    "gradScaleOptional", "foundInfOptional"], [],
-                   fused_adamw_arrays,
-                   lambda p: [p["paramsRef[]"], p["grads[]"], p["expAvgsRef[]"], p["expAvgSqsRef[]"],
-                              p["maxExpAvgSqsRef[]"], p["stateSteps[]"], p["gradScaleOptional"], p["foundInfOptional"],
-                              c_f64(1e-2), c_f64(0.9), c_f64(0.999), c_f64(0.05), c_f64(1e-8), c_bool(True),
-                              c_bool(False)],
-                   written=["paramsRef[]", "expAvgsRef[]", "expAvgSqsRef[]", "maxExpAvgSqsRef[]"]),
-    ]
+    """Every operator of the registry with a C ABI."""
+    return [RebindCase(op) for op in OPERATORS if op["aclnn"]]
 
 
 class _Pointers:

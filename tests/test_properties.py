@@ -24,6 +24,7 @@ from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, loss
 from reference import rms_norm as rms_ref
 from reference import swi_glu as swiglu_ref
 from reference.silu import assert_silu_close
+from registry import FLOAT_DTYPES, OPERATORS, python_call
 
 settings.register_profile("ci", max_examples=25, deadline=None, database=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -495,3 +496,56 @@ def test_swi_glu_and_grad(data, shape, nthreads):
     assert err is None, err
     swiglu_ref.assert_close(dx, *swiglu_ref.swi_glu_grad_ref(dy, x, dim))
     assert_guard_intact(dx, dxbuf)
+
+
+# ---- every operator of the registry --------------------------------------------------------------
+
+def _arrays_of(value):
+    """The arrays (and Python numbers) in a result or argument, flattened in order."""
+    if isinstance(value, (list, tuple)):
+        return [a for v in value for a in _arrays_of(v)]
+    return [] if value is None else [np.asarray(value)]
+
+
+def _bits(a):
+    return a.view(UINT[a.itemsize]) if a.dtype.kind == "f" else a
+
+
+def _sample_run(op, seed, dtype, nthreads):
+    """The operator's sample call at nthreads: (what it returned and wrote in place, inputs it must not
+    change, those inputs as they were before the call)."""
+    tg.set_num_threads(nthreads)
+    fn, args, kwargs = python_call(op, np.random.default_rng(seed), dtype)
+    in_place = set(op["sample"].get("in_place", []))
+    read_only = _arrays_of([a for i, a in enumerate(args) if i not in in_place]) + _arrays_of(list(kwargs.values()))
+    before = snapshot(read_only)
+    result, err = run_documented(lambda: fn(*args, **kwargs))
+    assert err is None, f"{op['python']} on its registry sample ({dtype}): {err}"
+    return _arrays_of(result) + _arrays_of([args[i] for i in sorted(in_place)]), read_only, before
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op["name"])
+@given(seed=st.integers(0, 2**32 - 1), nthreads=thread_counts)
+def test_every_operator_is_thread_count_independent_and_leaves_inputs_alone(op, seed, nthreads):
+    """Every registered operator, on its registry sample at each of its dtypes (random values): the
+    same bits at 1 thread and at nthreads, and its read-only inputs unchanged."""
+    for name in op["dtypes"]:
+        one, _, _ = _sample_run(op, seed, FLOAT_DTYPES[name], 1)
+        many, inputs, before = _sample_run(op, seed, FLOAT_DTYPES[name], nthreads)
+        assert_unchanged(before, inputs)
+        assert len(one) == len(many)
+        for i, (a, b) in enumerate(zip(one, many)):
+            assert np.array_equal(_bits(a), _bits(b)), f"{op['python']} ({name}) result {i} differs at {nthreads} threads"
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op["name"])
+def test_every_operator_refuses_dtypes_it_does_not_list(op):
+    """A floating dtype outside the operator's registered dtypes (float64 always) raises a documented
+    error naming the dtype, never a crash or a result."""
+    for name, dtype in {**FLOAT_DTYPES, "float64": np.dtype(np.float64)}.items():
+        if name in op["dtypes"]:
+            continue
+        fn, args, kwargs = python_call(op, np.random.default_rng(0), dtype)
+        result, err = run_documented(lambda: fn(*args, **kwargs))
+        assert err is not None, f"{op['python']} accepted {name}, which operators.json does not list"
+        assert name in str(err) or {"float64": "double"}.get(name, name) in str(err), str(err)

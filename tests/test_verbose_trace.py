@@ -5,6 +5,7 @@ strides), the ISA and thread count in force, and the tiling test hook's dict for
 threads launching at once stay whole."""
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -13,6 +14,8 @@ import sys
 import textwrap
 
 import pytest
+
+from registry import OPERATORS, trace_name
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -421,39 +424,34 @@ def test_failed_launch_prints_nothing():
 
 # ---- off, bad values, threads ------------------------------------------------------------------
 
-EVERY_FAMILY = """
-x = np.ones((8, 20), np.float32)
-t = np.zeros(8, np.int64)
-tg.silu_backward(x, x)
-tg.binary_cross_entropy_with_logits_backward(x, x, x)
-_, lp, _, _ = tg.cross_entropy_loss(x, t)
-tg.cross_entropy_loss_grad(np.float32(1), lp, t)
-tg.embedding_dense_backward(x, t, 10)
-mx, s, pred, mask, masked, logits = tg.fused_linear_online_max_sum(x, x, t, 0, 8, return_logits=True)
-tg.fused_cross_entropy_loss_with_max_sum(mx, s, pred, 0.0, logits)
-tg.fused_linear_cross_entropy_loss_grad(np.ones(8, np.float32), x, x, mask, masked, logits_max=mx, sum_exp_logits=s)
-tg.fused_linear_cross_entropy(x, x, t)
+# Every operator of the registry, called once with its sample arguments (tests/registry.py).
+EVERY_OPERATOR = """
+from registry import OPERATORS, python_call
+rng = np.random.default_rng(0)
+for op in OPERATORS:
+    fn, args, kwargs = python_call(op, rng)
+    fn(*args, **kwargs)
 """
 
 
 @pytest.mark.parametrize("verbose", [None, "0", ""])
 def test_off_prints_nothing(verbose):
-    _, stderr = run_child(EVERY_FAMILY, verbose=verbose)
+    _, stderr = run_child(EVERY_OPERATOR, verbose=verbose)
     assert stderr == ""
 
 
 def test_on_prints_one_line_per_launch():
-    _, stderr = run_child(EVERY_FAMILY)
-    ops = [parse_line(line)[0] for line in trace_lines(stderr)]
-    assert ops == ["aclnnSiluBackward", "aclnnBinaryCrossEntropyWithLogitsBackward", "aclnnCrossEntropyLoss",
-                   "aclnnCrossEntropyLossGrad", "aclnnEmbeddingDenseBackward", "aclnnFusedLinearOnlineMaxSum",
-                   "aclnnFusedCrossEntropyLossWithMaxSum", "aclnnFusedLinearCrossEntropyLossGrad",
-                   "fused_linear_cross_entropy"]
-    assert stderr.count("\n") == len(ops)  # nothing else
+    """Each operator's sample call prints exactly one line, under its aclnn name (or its own)."""
+    _, stderr = run_child(EVERY_OPERATOR)
+    printed = [parse_line(line)[0] for line in trace_lines(stderr)]
+    for op, got in itertools.zip_longest(OPERATORS, printed):
+        assert op is not None and got == trace_name(op), \
+            f"{op and op['name']}: printed {got!r}, expected {op and trace_name(op)!r}; all lines: {printed}"
+    assert stderr.count("\n") == len(printed)  # nothing else
 
 
 def test_unknown_value_warns_once_and_stays_off():
-    _, stderr = run_child(EVERY_FAMILY, verbose="yes")
+    _, stderr = run_child(EVERY_OPERATOR, verbose="yes")
     assert stderr == "tilegrad: warning: TILEGRAD_VERBOSE='yes' is not an integer; trace off\n"
 
 

@@ -39,6 +39,28 @@ struct Io<DType::kBFloat16> {
 template <DType D>
 constexpr int64_t kSize = sizeof(typename Io<D>::T);
 
+// A partial vector of `count` < lanes elements at p, loaded through / stored back through a zero-padded
+// buffer, so a row's tail runs the same vector code as its body.
+template <DType D>
+inline VF load_partial(const char* p, int64_t count) {
+  alignas(64) char buf[kLanes * 4] = {};
+  std::memcpy(buf, p, count * kSize<D>);
+  return Io<D>::load(buf);
+}
+
+template <DType D>
+inline void store_partial(char* p, VF v, int64_t count) {
+  alignas(64) char buf[kLanes * 4];
+  Io<D>::store(buf, v);
+  std::memcpy(p, buf, count * kSize<D>);
+}
+
+template <DType D>
+inline void store_or_stream(char* p, VF v, bool stream) {
+  if (stream) Io<D>::stream(p, v);
+  else Io<D>::store(p, v);
+}
+
 // One full vector at element i: out[i..i+L) = f(in...[i..i+L)).
 template <DType DOut, DType... DIn, class F, size_t... I>
 inline VF apply_at(const char* const* in, int64_t i, F& f, std::index_sequence<I...>) {

@@ -5,6 +5,10 @@ truth instead of copies that drift.
 anywhere under cpp/ (the folders may be regrouped without touching the docs), its headings moved one
 level down so that they sit under the page's title.
 
+``<!-- operator-table: families -->`` and ``<!-- operator-table: operators -->`` are replaced by the
+table of families (their pages) and of operators (NumPy function, aclnn name, PyTorch equivalent,
+dtypes) made from the operator registry, cpp/ops/operators.json.
+
 ``<!-- bench-table: NAME -->`` is replaced by the table stored in docs/benchmarks/data/NAME.json,
 preceded by the machine, versions, load and command it was measured with (scripts/bench_tables.py
 writes and checks these files).
@@ -20,7 +24,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_tables  # noqa: E402  (scripts/ is not a package)
 
-MARKER = re.compile(r"<!-- (operator-readme|bench-table): ([\w./-]+) -->")
+MARKER = re.compile(r"<!-- (operator-readme|operator-table|bench-table): ([\w./-]+) -->")
+REGISTRY = ROOT / "cpp" / "ops" / "operators.json"
 SPEC_CITATION = re.compile(r"specification section (\d+)")
 
 
@@ -51,9 +56,29 @@ def linked_citations(markdown: str, page_url_depth: int) -> str:
                              markdown)
 
 
+def operator_table(name: str) -> str:
+    """The registry's families (``families``: title and page) or operators (``operators``) as a table."""
+    families = json.loads(REGISTRY.read_text())["families"]
+    if name == "families":
+        rows = ["| family | page |", "|---|---|"]
+        rows += [f"| {f['title']} | [{f['page'][:-3]}]({f['page']}) |" for f in families]
+    elif name == "operators":
+        rows = ["| tilegrad (NumPy) | aclnn | PyTorch equivalent | dtypes | page |", "|---|---|---|---|---|"]
+        for f in families:
+            for op in f["operators"]:
+                aclnn = f"`{op['aclnn']}`" if op["aclnn"] else "(tilegrad's own)"
+                rows.append(f"| `{op.get('python', op['name'])}` | {aclnn} | {op['torch']} | {', '.join(op['dtypes'])} "
+                            f"| [{f['page'][:-3]}]({f['page']}) |")
+    else:
+        raise ValueError(f"docs: operator-table: {name!r} is neither 'families' nor 'operators'")
+    return "\n".join(rows)
+
+
 def expand(kind: str, name: str, depth: int) -> str:
     if kind == "operator-readme":
         return linked_citations(demoted(operator_readme(name).read_text()), depth)
+    if kind == "operator-table":
+        return operator_table(name)
     data = json.loads((ROOT / "docs" / "benchmarks" / "data" / f"{name}.json").read_text())
     return bench_tables.render(data)
 

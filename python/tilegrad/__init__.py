@@ -20,8 +20,7 @@ from ._runtime import (
 )
 from ._paths import get_ascend_home, get_cmake_dir, get_include, get_library
 from ._adamw import adamw_grad_norm, apply_adam_w, fused_adamw
-from ._binary_cross_entropy_with_logits import binary_cross_entropy_with_logits
-from ._binary_cross_entropy_with_logits_backward import binary_cross_entropy_with_logits_backward
+from ._binary_cross_entropy_with_logits import binary_cross_entropy_with_logits, binary_cross_entropy_with_logits_backward
 from ._embedding_dense_backward import embedding_dense_backward
 from ._flash_attention_score import flash_attention_score, flash_attention_score_grad
 from ._fused_linear_cross_entropy import (

@@ -1,9 +1,10 @@
-"""python -m tilegrad [--cmake-dir | --include | --library | --ascend-home]: build and machine information."""
+"""python -m tilegrad [--cmake-dir | --include | --library | --ascend-home | --operators]: build and machine
+information."""
 
 import argparse
 import sys
 
-from . import __version__, _core, _paths
+from . import __version__, _core, _paths, _registry
 
 
 def main(argv=None) -> int:
@@ -15,6 +16,9 @@ def main(argv=None) -> int:
     group.add_argument("--ascend-home", action="store_true",
                        help="print a CANN-toolkit-shaped folder for ASCEND_HOME_PATH / DDK_PATH (its libascendcl.so, "
                             "libopapi.so, ... resolve to libtilegrad.so; bin/setenv.bash sets up a shell)")
+    group.add_argument("--operators", action="store_true",
+                       help="list every operator (the registry, share/tilegrad/operators.json): NumPy function, "
+                            "aclnn name, family folder, dtypes")
     args = parser.parse_args(argv)
     if args.cmake_dir:
         print(_paths.get_cmake_dir())
@@ -24,6 +28,8 @@ def main(argv=None) -> int:
         print(_paths.get_library())
     elif args.ascend_home:
         print(_paths.get_ascend_home())
+    elif args.operators:
+        print(_registry.table())
     else:
         platform = _core.platform()
         print(f"tilegrad {__version__}")
@@ -39,6 +45,7 @@ def main(argv=None) -> int:
         print(f"build:        {_core.build_info()}")
         print(f"cmake dir:    {_paths.get_cmake_dir()}")
         print("ascend home:  python -m tilegrad --ascend-home (CANN-toolkit-shaped prefix)")
+        print(f"operators:    {len(_registry.operators())} (python -m tilegrad --operators)")
     return 0
 
 

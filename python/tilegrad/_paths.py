@@ -4,7 +4,7 @@ import importlib.util
 import os
 
 
-def _package_data_dir() -> str:
+def package_data_dir() -> str:
     """Folder holding lib/, include/ and share/: next to the compiled module ``tilegrad._core``. In a
     normal install that is this package's folder; in an editable install (Python files from the source
     tree) it is the installed copy in site-packages, where the build put the library and headers."""
@@ -14,7 +14,7 @@ def _package_data_dir() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-_HERE = _package_data_dir()
+_HERE = package_data_dir()
 
 
 def get_include() -> str:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/acl_tensor.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -49,11 +50,11 @@ int64_t head_dim_of(const char* op, const char* arg, const TensorView& t, Layout
 
 }  // namespace
 
-FlashAttentionOptions c_abi_options(double scale_value, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
-                                    int64_t head_num, const char* input_layout, int64_t inner_precise,
-                                    int64_t sparse_mode) {
-  return {scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout ? input_layout : "",
-          inner_precise, sparse_mode};
+FlashAttentionOptions c_abi_options(const char* op, double scale_value, double keep_prob, int64_t pre_tokens,
+                                    int64_t next_tokens, int64_t head_num, const char* input_layout,
+                                    int64_t inner_precise, int64_t sparse_mode) {
+  core::require_not_null(op, "inputLayout", input_layout);
+  return {scale_value, keep_prob, pre_tokens, next_tokens, head_num, input_layout, inner_precise, sparse_mode};
 }
 
 Geometry check_inputs(const char* op, const TensorView& q, const TensorView& k, const TensorView& v,

@@ -61,10 +61,10 @@ struct Problem {
   float scale = 1.0f;  // the vendor takes scaleValue as float32
 };
 
-// The C ABI's scalar arguments as options (inputLayout copied; a null one becomes "", checked apart).
-FlashAttentionOptions c_abi_options(double scale_value, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
-                                    int64_t head_num, const char* input_layout, int64_t inner_precise,
-                                    int64_t sparse_mode);
+// The C ABI's scalar arguments as options (inputLayout copied; null: 161001 naming it, for `op`).
+FlashAttentionOptions c_abi_options(const char* op, double scale_value, double keep_prob, int64_t pre_tokens,
+                                    int64_t next_tokens, int64_t head_num, const char* input_layout,
+                                    int64_t inner_precise, int64_t sparse_mode);
 
 // The geometry of q, k, v under options (dtypes, ranks, shapes, head counts), 161002 otherwise.
 Geometry check_inputs(const char* op, const TensorView& q, const TensorView& k, const TensorView& v,

@@ -197,9 +197,6 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
   const char* op = ops::kOp;
-  const bool has_layout = inputLayout != nullptr;
-  const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
-                                                         inputLayout, innerPrecise, sparseMode);
   return core::create_executor(
       op,
       {{"query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional", "attenMaskOptional"},
@@ -208,7 +205,8 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
         core::require_not_null(op, "query", query);
         core::require_not_null(op, "key", key);
         core::require_not_null(op, "value", value);
-        core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
+        const FlashAttentionOptions o = ops::fa::c_abi_options(op, scaleValue, keepProb, preTokens, nextTokens,
+                                                               headNum, inputLayout, innerPrecise, sparseMode);
         core::require_not_null(op, "softmaxMaxOut", softmaxMaxOut);
         core::require_not_null(op, "softmaxSumOut", softmaxSumOut);
         core::require_not_null(op, "attentionOutOut", attentionOutOut);

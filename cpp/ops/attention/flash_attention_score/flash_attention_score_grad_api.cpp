@@ -275,9 +275,6 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
     const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
   const char* op = ops::kOp;
-  const bool has_layout = inputLayout != nullptr;
-  const FlashAttentionOptions o = ops::fa::c_abi_options(scaleValue, keepProb, preTokens, nextTokens, headNum,
-                                                         inputLayout, innerPrecise, sparseMode);
   return core::create_executor(
       op,
       {{"query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
@@ -290,7 +287,8 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
         const aclTensor* given[] = {query, keyIn, value, dy, softmaxMaxOptional, softmaxSumOptional,
                                     attentionInOptional, dqOut, dkOut, dvOut};
         for (int i = 0; i < 10; ++i) core::require_not_null(op, required[i], given[i]);
-        core::require_not_null(op, "inputLayout", has_layout ? "" : nullptr);
+        const FlashAttentionOptions o = ops::fa::c_abi_options(op, scaleValue, keepProb, preTokens, nextTokens,
+                                                               headNum, inputLayout, innerPrecise, sparseMode);
         const TensorView q = ts.view("query", query), k = ts.view("keyIn", keyIn), v = ts.view("value", value),
                          dyv = ts.view("dy", dy);
         const TensorView pse = ts.optional_view("pseShiftOptional", pseShiftOptional);
