@@ -259,3 +259,26 @@ def test_matches_torch_sdpa():
     np.testing.assert_allclose(out, to.detach().numpy(), rtol=1e-4, atol=1e-5)
     for got, t in ((dq, tq), (dk, tk), (dv, tv)):
         np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_bf16_inputs_are_bf16_gemm_operands_and_others_are_widened():
+    """The plan's bf16_operands, as TILEGRAD_VERBOSE prints it for each launch: bf16 q, k, v (and dy)
+    are the GEMM operands themselves (P and dS rounded to bf16 as operands), fp32 and fp16 inputs
+    are widened to fp32 GEMMs."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, ml_dtypes, tilegrad as tg\n"
+            "for dt in (np.float32, np.float16, ml_dtypes.bfloat16):\n"
+            "    q = np.ones((1, 2, 8, 4), dt)\n"
+            "    out, m, s = tg.flash_attention_score(q, q, q, 2, 'BNSD', scale_value=0.5)\n"
+            "    tg.flash_attention_score_grad(q, q, q, out, 2, 'BNSD', softmax_max=m, softmax_sum=s,\n"
+            "                                  attention_out=out, scale_value=0.5)\n")
+    env = dict(os.environ, TILEGRAD_VERBOSE="1")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("tilegrad_verbose,aclnnFlashAttention")]
+    assert [re.search(r"bf16_operands=(\w+)", line).group(1) for line in lines] == ["false"] * 4 + ["true"] * 2
+

@@ -3,6 +3,7 @@
     import tilegrad.torch as tgt
     loss = tgt.cross_entropy(logits, target, label_smoothing=0.1)       # backward on tilegrad
     loss = tgt.linear_cross_entropy(hidden, lm_head.weight, target)     # logits never whole
+    out = tgt.scaled_dot_product_attention(q, k, v, is_causal=True)  # flash attention on tilegrad
     tgt.patch(model)           # swap supported modules in place; tgt.unpatch(model) undoes it
     tgt.enable()               # route torch.nn.functional globally; tgt.disable() undoes it
     tgt.empty_cache()          # give the recycled output buffers back (TILEGRAD_TORCH_POOL_MB bounds them)
@@ -36,6 +37,7 @@ def _require_torch(version: str) -> None:
 _require_torch(torch.__version__)
 
 from . import nn
+from ._attention import scaled_dot_product_attention
 from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
 from . import optim  # tilegrad.torch.optim.AdamW
 from ._tensor import empty_cache
@@ -56,6 +58,7 @@ __all__ = [
     "PatchSummary",
     "rms_norm",
     "rotary_position_embedding",
+    "scaled_dot_product_attention",
     "silu",
     "silu_mul",
     "swiglu",

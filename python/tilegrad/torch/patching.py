@@ -55,6 +55,7 @@ import torch
 from torch.nn import functional as F
 from torch.nn.modules import module as _torch_module
 
+from . import _attention as TA
 from . import _decoder as TD
 from . import functional as TF
 from . import nn as tnn
@@ -671,6 +672,50 @@ def _fused_loss_description(original: type) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
+# Hugging Face attention: the config's attention implementation set to tilegrad's
+
+
+@dataclasses.dataclass
+class _AttentionSwap:
+    """``config._attn_implementation`` (shared by every module of a Hugging Face model) was ``old`` and
+    is tilegrad's registered attention function; recorded on ``module``, the first module holding it."""
+
+    module: torch.nn.Module
+    config: Any
+    old: Optional[str]
+    replacement: Replacement
+    sequence: int = dataclasses.field(default_factory=lambda: next(_sequence))
+
+    def apply(self) -> None:
+        self.config._attn_implementation = TA.register_with_transformers()
+
+    def undo_problem(self) -> Optional[str]:
+        return None
+
+    def undo(self) -> None:
+        # A choice made since patch (model.set_attn_implementation) is left alone.
+        if self.config._attn_implementation == TA.HF_IMPLEMENTATION:
+            self.config._attn_implementation = self.old
+
+
+def _plan_attention(model: torch.nn.Module) -> List[_AttentionSwap]:
+    """One swap per config of a family in ``CAUSAL_LM_FACTS`` not on tilegrad's attention yet."""
+    swaps: List[_AttentionSwap] = []
+    seen = set()
+    for path, module in model.named_modules(remove_duplicate=True):
+        config = module.__dict__.get("config")
+        if id(config) in seen or getattr(config, "model_type", None) not in CAUSAL_LM_FACTS:
+            continue
+        seen.add(id(config))
+        old = getattr(config, "_attn_implementation", None)
+        if old != TA.HF_IMPLEMENTATION:
+            swaps.append(_AttentionSwap(module, config, old, Replacement(
+                f"{path or '<model>'}.config._attn_implementation", repr(old),
+                f"{TA.HF_IMPLEMENTATION!r} (tgt.scaled_dot_product_attention)")))
+    return swaps
+
+
+# ----------------------------------------------------------------------------------------------
 # public API: patch / unpatch
 
 
@@ -708,7 +753,8 @@ def _apply_all(changes: List[_ClassSwap]) -> None:
 
 def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
           binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
-          rms_norm: bool = True, swiglu: bool = True, rope: bool = True, strict: bool = False) -> PatchSummary:
+          rms_norm: bool = True, swiglu: bool = True, rope: bool = True, attention: bool = True,
+          strict: bool = False) -> PatchSummary:
     """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
 
     Args:
@@ -724,6 +770,9 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             those families (``tgt.rms_norm``).
         swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU only).
         rope: their attention's rotary embedding as ``tgt.apply_rotary_pos_emb``.
+        attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
+            ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
+            interface; :func:`unpatch` restores the model's own choice).
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
             loss unfused, instead of warning.
 
@@ -737,13 +786,15 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
     for name, value in (("silu", silu), ("embedding", embedding), ("cross_entropy", cross_entropy),
                         ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
                         ("linear_cross_entropy", linear_cross_entropy), ("rms_norm", rms_norm), ("swiglu", swiglu),
-                        ("rope", rope), ("strict", strict)):
+                        ("rope", rope), ("attention", attention), ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
     rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy,
                         rms_norm)
     rules.update(_decoder_block_rules(rms_norm, swiglu, rope))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
+    if attention and "transformers" in sys.modules:  # never import transformers ourselves
+        changes += _plan_attention(model)
     if strict and skipped:
         raise ValueError("patch: strict=True and these would be left as they are (nothing was patched): "
                          + "; ".join(map(str, skipped)))

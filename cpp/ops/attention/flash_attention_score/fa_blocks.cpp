@@ -27,8 +27,12 @@ void store_float(DType d, char* p, float v) {
   }
 }
 
+core::GemmMatrix rowmajor(const void* p, DType dt, int64_t rows, int64_t cols, int64_t ld) {
+  return core::GemmMatrix::rowmajor(p, dt, rows, cols, ld);
+}
+
 core::GemmMatrix rowmajor(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  return core::GemmMatrix::rowmajor(p, DType::kFloat32, rows, cols, ld);
+  return rowmajor(p, DType::kFloat32, rows, cols, ld);
 }
 
 }  // namespace
@@ -47,6 +51,38 @@ void pack(const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, fl
         to[j] = static_cast<float>(core::load_float_element(src.dtype, from + j * src.sd * es)) * scale;
     }
   });
+}
+
+void pack_bf16(const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, uint16_t* dst, int threads) {
+  core::parallel_for(batch * n * seq, threads, [&](int64_t row) {
+    const int64_t s = row % seq, h = (row / seq) % n, b = row / (seq * n);
+    const uint16_t* from = reinterpret_cast<const uint16_t*>(src.row(b, h, s));
+    uint16_t* to = dst + row * d;
+    if (src.sd == 1) {
+      std::memcpy(to, from, d * sizeof(uint16_t));
+    } else {
+      for (int64_t j = 0; j < d; ++j) to[j] = from[j * src.sd];
+    }
+  });
+}
+
+void pack_operand(DType op, const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, float scale,
+                  char* dst, const FlashAttentionKernels& k, int threads) {
+  if (op == DType::kBFloat16) return pack_bf16(src, batch, n, seq, d, reinterpret_cast<uint16_t*>(dst), threads);
+  pack(src, batch, n, seq, d, scale, reinterpret_cast<float*>(dst), k, threads);
+}
+
+void scale_block(float* s, int64_t ld, int64_t rows, int64_t cols, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    for (int64_t j = 0; j < cols; ++j) row[j] *= scale;
+  }
+}
+
+void round_block_bf16(const float* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                      const FlashAttentionKernels& k) {
+  for (int64_t r = 0; r < rows; ++r)
+    k.narrow(DType::kBFloat16, src + r * ld, reinterpret_cast<char*>(dst + r * ld), cols, 1.0f);
 }
 
 void store_rows(const Heads& dst, int64_t b, int64_t n, int64_t i0, int64_t rows, int64_t d, const float* src,
@@ -85,19 +121,19 @@ void apply_mask(const Problem& p, int64_t b, int64_t n, int64_t i0, int64_t rows
       if (p.mask.masked(b, n, i0 + r, c0 + j)) s[r * ld + j] = kNegInf;
 }
 
-void gemm_abt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
-              int64_t k) {
-  core::gemm_plain(rowmajor(a, m, k, lda), rowmajor(b, n, k, ldb).t(), rowmajor(c, m, n, ldc), false, 1);
+void gemm_abt(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+              int64_t n, int64_t k) {
+  core::gemm_plain(rowmajor(a, dt, m, k, lda), rowmajor(b, dt, n, k, ldb).t(), rowmajor(c, m, n, ldc), false, 1);
 }
 
-void gemm_ab_add(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+void gemm_ab_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
                  int64_t n, int64_t k) {
-  core::gemm_plain(rowmajor(a, m, k, lda), rowmajor(b, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
+  core::gemm_plain(rowmajor(a, dt, m, k, lda), rowmajor(b, dt, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
 }
 
-void gemm_atb_add(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+void gemm_atb_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
                   int64_t n, int64_t k) {
-  core::gemm_plain(rowmajor(a, k, m, lda).t(), rowmajor(b, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
+  core::gemm_plain(rowmajor(a, dt, k, m, lda).t(), rowmajor(b, dt, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
 }
 
 KvRange kv_range(const Problem& p, int64_t i0, int64_t rows, int64_t block) {

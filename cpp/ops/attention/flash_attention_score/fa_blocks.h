@@ -1,6 +1,7 @@
-// The block steps the forward and the grad launches share: packing an operand to fp32, storing rows
-// back in the caller's dtype and strides, the rows' column windows within a kv block, the explicit
-// mask, and the two GEMM shapes (A B^T and A B on packed row-major fp32 blocks, through oneDNN).
+// The block steps the forward and the grad launches share: packing an operand (fp32, or bf16 for
+// bf16 inputs), storing rows back in the caller's dtype and strides, the rows' column windows within
+// a kv block, the explicit mask, and the three GEMM shapes on packed row-major blocks through oneDNN
+// (operands fp32 or bf16, fp32 accumulation and results).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,26 @@ namespace tilegrad::ops::fa {
 // dst (fp32 [B, n, seq, d], dense) = src * scale, rows spread over `threads`.
 void pack(const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, float scale, float* dst,
           const FlashAttentionKernels& k, int threads);
+
+// dst (bf16 [B, n, seq, d], dense) = src (bf16), an exact copy; rows spread over `threads`.
+void pack_bf16(const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, uint16_t* dst, int threads);
+
+// The GEMM operand dtype of a launch's packed q, k, v, dy, P and dS: bf16 for bf16 inputs (their
+// tiling's bf16_operands), fp32 otherwise.
+inline DType operand_dtype(bool bf16_operands) { return bf16_operands ? DType::kBFloat16 : DType::kFloat32; }
+// Packs src as the launch's operand: fp32 times `scale` (pack), or an exact bf16 copy (pack_bf16; the
+// scale is then applied after the GEMM).
+void pack_operand(DType op, const Heads& src, int64_t batch, int64_t n, int64_t seq, int64_t d, float scale,
+                  char* dst, const FlashAttentionKernels& k, int threads);
+// Address of element `index` of a packed operand of dtype op.
+inline const char* element(const char* base, DType op, int64_t index) { return base + index * dtype_size(op); }
+
+// s (rows x cols, ld) *= scale.
+void scale_block(float* s, int64_t ld, int64_t rows, int64_t cols, float scale);
+
+// dst (bf16, rows x cols, leading dim ld) = src (fp32, the same geometry) rounded to nearest even.
+void round_block_bf16(const float* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                      const FlashAttentionKernels& k);
 
 // Rows (b, n, i0 + r), r < rows, of dst = round(src row r * factor) (src: rows x d, leading dim ld),
 // factor = row_scale[r], or `scale` when row_scale is null.
@@ -28,12 +49,13 @@ void apply_mask(const Problem& p, int64_t b, int64_t n, int64_t i0, int64_t rows
                 const int64_t* lo, const int64_t* hi, float* s, int64_t ld);
 
 // c (m x n, ldc) = a (m x k, lda) b^T (b: n x k, ldb); or c += a b (b: k x n, ldb); or c += a^T b
-// (a: k x m, lda). One single-threaded oneDNN call each (results independent of the thread count).
-void gemm_abt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+// (a: k x m, lda). a and b of dtype dt (fp32 or bf16; leading dims in elements), c fp32. One
+// single-threaded oneDNN call each (results independent of the thread count).
+void gemm_abt(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
               int64_t n, int64_t k);
-void gemm_ab_add(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+void gemm_ab_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
                  int64_t n, int64_t k);
-void gemm_atb_add(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+void gemm_atb_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
                   int64_t n, int64_t k);
 
 // The kv block grid [c0, c0 + width) blocks that rows [i0, i0 + rows) can see: first c0 and the end.

@@ -27,8 +27,8 @@ constexpr const char* kOp = "aclnnFlashAttentionScore";
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kFltMax = std::numeric_limits<float>::max();
 
-FlashAttentionShape shape_of(const fa::Geometry& g) {
-  return {g.batch, g.heads, g.kv_heads, g.q_len, g.kv_len, g.head_dim, g.value_dim};
+FlashAttentionShape shape_of(const fa::Geometry& g, DType dtype) {
+  return {g.batch, g.heads, g.kv_heads, g.q_len, g.kv_len, g.head_dim, g.value_dim, dtype == DType::kBFloat16};
 }
 
 // The rules that depend on addresses: no output shares memory with an input or another output.
@@ -66,7 +66,8 @@ class FlashAttentionLaunch final : public core::Launch {
     out_ = fa::heads_of(out, l, p_.g.heads);
     smax_ = smax;
     ssum_ = ssum;
-    tiling_ = flash_attention_score_tiling(shape_of(p_.g), core::Platform::current());
+    tiling_ = flash_attention_score_tiling(shape_of(p_.g, q.dtype), core::Platform::current());
+    op_ = fa::operand_dtype(tiling_.shape.bf16_operands);
     kernels_ = flash_attention_kernels(tiling_.isa);
     trace_.record(kOp, {{"query", &q}, {"key", &k}, {"value", &v}, {"attentionOutOut", &out}}, tiling_);
     core::trace_gemm(trace_, q.dtype);
@@ -91,12 +92,12 @@ class FlashAttentionLaunch final : public core::Launch {
     if (t.tasks == 0) return;
     char* ws = static_cast<char*>(workspace);
     const fa::Geometry& g = p_.g;
-    qp_ = reinterpret_cast<float*>(ws + t.q_offset);
-    kp_ = reinterpret_cast<float*>(ws + t.k_offset);
-    vp_ = reinterpret_cast<float*>(ws + t.v_offset);
-    fa::pack(q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
-    fa::pack(k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
-    fa::pack(v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
+    qp_ = ws + t.q_offset;
+    kp_ = ws + t.k_offset;
+    vp_ = ws + t.v_offset;
+    fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
+    fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
+    fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
     core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
       char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
       for (int64_t task = slot; task < t.tasks; task += t.threads) run_task(task, scratch);
@@ -105,6 +106,8 @@ class FlashAttentionLaunch final : public core::Launch {
 
  private:
   // One (batch, head, query block): online softmax over the visible kv blocks, then the rows out.
+  // With bf16 operands S is scaled after its GEMM and P is rounded to bf16 for P V (its row sums
+  // stay fp32).
   void run_task(int64_t task, char* scratch) const {
     const FlashAttentionTiling& t = tiling_;
     const fa::Geometry& g = p_.g;
@@ -121,17 +124,22 @@ class FlashAttentionLaunch final : public core::Launch {
     std::fill(m, m + rows, kNegInf);
     std::fill(l, l + rows, 0.0f);
     std::fill(o, o + rows * dv, 0.0f);
-    const float* qrows = qp_ + ((b * g.heads + n) * g.q_len + i0) * d;
-    const float* kh = kp_ + (b * g.kv_heads + kvh) * g.kv_len * d;
-    const float* vh = vp_ + (b * g.kv_heads + kvh) * g.kv_len * dv;
+    const bool bf16 = op_ == DType::kBFloat16;
+    uint16_t* p16 = reinterpret_cast<uint16_t*>(scratch + sc.p16);
+    const char* qrows = fa::element(qp_, op_, ((b * g.heads + n) * g.q_len + i0) * d);
+    const char* kh = fa::element(kp_, op_, (b * g.kv_heads + kvh) * g.kv_len * d);
+    const char* vh = fa::element(vp_, op_, (b * g.kv_heads + kvh) * g.kv_len * dv);
     const fa::KvRange range = fa::kv_range(p_, i0, rows, t.block_kv);
     for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
       const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
       if (!fa::block_windows(p_, i0, rows, c0, cols, lo, hi)) continue;
-      fa::gemm_abt(qrows, d, kh + c0 * d, d, s, ld, rows, cols, d);
+      fa::gemm_abt(op_, qrows, d, fa::element(kh, op_, c0 * d), d, s, ld, rows, cols, d);
+      if (bf16) fa::scale_block(s, ld, rows, cols, p_.scale);
       fa::apply_mask(p_, b, n, i0, rows, c0, cols, lo, hi, s, ld);
       kernels_.online_softmax(s, ld, rows, cols, lo, hi, m, l, o, dv, dv);
-      fa::gemm_ab_add(s, ld, vh + c0 * dv, dv, o, dv, rows, dv, cols);
+      if (bf16) fa::round_block_bf16(s, ld, rows, cols, p16, kernels_);
+      const void* p = bf16 ? static_cast<const void*>(p16) : s;
+      fa::gemm_ab_add(op_, p, ld, fa::element(vh, op_, c0 * dv), dv, o, dv, rows, dv, cols);
     }
     finish_rows(b, n, i0, rows, o, m, l);
   }
@@ -159,7 +167,8 @@ class FlashAttentionLaunch final : public core::Launch {
   TensorView smax_, ssum_;
   FlashAttentionTiling tiling_;
   FlashAttentionKernels kernels_{};
-  float *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr;
+  DType op_ = DType::kFloat32;  // the packed operands' dtype
+  char *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr;
 };
 
 }  // namespace

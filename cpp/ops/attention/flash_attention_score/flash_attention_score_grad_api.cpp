@@ -82,8 +82,9 @@ class FlashAttentionGradLaunch final : public core::Launch {
     smax_ = t.smax;
     ssum_ = t.ssum;
     tiling_ = flash_attention_score_grad_tiling({g.batch, g.heads, g.kv_heads, g.q_len, g.kv_len, g.head_dim,
-                                                 g.value_dim},
+                                                 g.value_dim, t.q.dtype == DType::kBFloat16},
                                                 core::Platform::current());
+    op_ = fa::operand_dtype(tiling_.shape.bf16_operands);
     kernels_ = flash_attention_kernels(tiling_.isa);
     trace_.record(kOp, {{"query", &t.q}, {"keyIn", &t.k}, {"value", &t.v}, {"dy", &t.dy}}, tiling_);
     core::trace_gemm(trace_, t.q.dtype);
@@ -113,18 +114,18 @@ class FlashAttentionGradLaunch final : public core::Launch {
     if (t.workspace_bytes == 0) return;
     const fa::Geometry& g = p_.g;
     char* ws = static_cast<char*>(workspace);
-    qp_ = reinterpret_cast<float*>(ws + t.q_offset);
-    kp_ = reinterpret_cast<float*>(ws + t.k_offset);
-    vp_ = reinterpret_cast<float*>(ws + t.v_offset);
-    dyp_ = reinterpret_cast<float*>(ws + t.dy_offset);
+    qp_ = ws + t.q_offset;
+    kp_ = ws + t.k_offset;
+    vp_ = ws + t.v_offset;
+    dyp_ = ws + t.dy_offset;
     const int64_t rows = g.batch * g.heads * g.q_len;
     row_max_ = reinterpret_cast<float*>(ws + t.stats_offset);
     inv_sum_ = row_max_ + rows;
     rowdot_ = inv_sum_ + rows;
-    fa::pack(q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
-    fa::pack(k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
-    fa::pack(v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
-    fa::pack(dy_, g.batch, g.heads, g.q_len, g.value_dim, 1.0f, dyp_, kernels_, t.threads);
+    fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
+    fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
+    fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
+    fa::pack_operand(op_, dy_, g.batch, g.heads, g.q_len, g.value_dim, 1.0f, dyp_, kernels_, t.threads);
     core::parallel_for(rows, t.threads, [&](int64_t row) { row_stats(row); });
     const auto spread = [&](int64_t tasks, auto&& task_fn) {
       core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
@@ -148,24 +149,32 @@ class FlashAttentionGradLaunch final : public core::Launch {
     };
     row_max_[row] = lane0(smax_);
     inv_sum_[row] = 1.0f / lane0(ssum_);
-    const float* dy = dyp_ + row * g.value_dim;
+    // dy from the caller's tensor (exact in fp32 whatever the packed operands' dtype).
+    const char* dy = dy_.row(b, n, i);
     const char* o = attn_in_.row(b, n, i);
-    const int64_t es = dtype_size(attn_in_.dtype);
+    const int64_t es = dtype_size(attn_in_.dtype), dys = dtype_size(dy_.dtype);
     float acc = 0.0f;
     for (int64_t d = 0; d < g.value_dim; ++d)
-      acc += dy[d] * static_cast<float>(core::load_float_element(attn_in_.dtype, o + d * attn_in_.sd * es));
+      acc += static_cast<float>(core::load_float_element(dy_.dtype, dy + d * dy_.sd * dys)) *
+             static_cast<float>(core::load_float_element(attn_in_.dtype, o + d * attn_in_.sd * es));
     rowdot_[row] = acc;
   }
 
+  // One thread's block buffers; p and ds are P and dS as GEMM operands: s and dp themselves (fp32
+  // operands) or their bf16 roundings.
   struct Block {
     float *s, *dp, *acc, *acc2;
     int64_t *lo, *hi;
+    void *p, *ds;
   };
   Block block_of(char* scratch) const {
     const FlashAttentionScratch sc = flash_attention_scratch(tiling_);
-    return {reinterpret_cast<float*>(scratch + sc.s),    reinterpret_cast<float*>(scratch + sc.dp),
-            reinterpret_cast<float*>(scratch + sc.acc),  reinterpret_cast<float*>(scratch + sc.acc2),
-            reinterpret_cast<int64_t*>(scratch + sc.lo), reinterpret_cast<int64_t*>(scratch + sc.hi)};
+    const bool bf16 = op_ == DType::kBFloat16;
+    float* s = reinterpret_cast<float*>(scratch + sc.s);
+    float* dp = reinterpret_cast<float*>(scratch + sc.dp);
+    return {s, dp, reinterpret_cast<float*>(scratch + sc.acc), reinterpret_cast<float*>(scratch + sc.acc2),
+            reinterpret_cast<int64_t*>(scratch + sc.lo), reinterpret_cast<int64_t*>(scratch + sc.hi),
+            bf16 ? static_cast<void*>(scratch + sc.p16) : s, bf16 ? static_cast<void*>(scratch + sc.ds16) : dp};
   }
 
   // P and dS of query rows [i0, i0 + rows) of head (b, n) against kv columns [c0, c0 + cols) into
@@ -176,13 +185,19 @@ class FlashAttentionGradLaunch final : public core::Launch {
     if (!fa::block_windows(p_, i0, rows, c0, cols, blk.lo, blk.hi)) return false;
     const int64_t d = g.head_dim, dv = g.value_dim, kvh = n / g.group;
     const int64_t row0 = (b * g.heads + n) * g.q_len + i0;
-    const float* kb = kp_ + ((b * g.kv_heads + kvh) * g.kv_len + c0) * d;
-    const float* vb = vp_ + ((b * g.kv_heads + kvh) * g.kv_len + c0) * dv;
-    fa::gemm_abt(qp_ + row0 * d, d, kb, d, blk.s, ld, rows, cols, d);
+    const char* kb = fa::element(kp_, op_, ((b * g.kv_heads + kvh) * g.kv_len + c0) * d);
+    const char* vb = fa::element(vp_, op_, ((b * g.kv_heads + kvh) * g.kv_len + c0) * dv);
+    fa::gemm_abt(op_, fa::element(qp_, op_, row0 * d), d, kb, d, blk.s, ld, rows, cols, d);
+    const bool bf16 = op_ == DType::kBFloat16;
+    if (bf16) fa::scale_block(blk.s, ld, rows, cols, p_.scale);
     fa::apply_mask(p_, b, n, i0, rows, c0, cols, blk.lo, blk.hi, blk.s, ld);
-    fa::gemm_abt(dyp_ + row0 * dv, dv, vb, dv, blk.dp, ld, rows, cols, dv);
+    fa::gemm_abt(op_, fa::element(dyp_, op_, row0 * dv), dv, vb, dv, blk.dp, ld, rows, cols, dv);
     kernels_.softmax_grad(blk.s, blk.dp, ld, rows, cols, blk.lo, blk.hi, row_max_ + row0, inv_sum_ + row0,
                           rowdot_ + row0);
+    if (bf16) {
+      fa::round_block_bf16(blk.s, ld, rows, cols, static_cast<uint16_t*>(blk.p), kernels_);
+      fa::round_block_bf16(blk.dp, ld, rows, cols, static_cast<uint16_t*>(blk.ds), kernels_);
+    }
     return true;
   }
 
@@ -193,19 +208,19 @@ class FlashAttentionGradLaunch final : public core::Launch {
     const Block blk = block_of(scratch);
     const int64_t qb = task % t.q_blocks, n = (task / t.q_blocks) % g.heads, b = task / (t.q_blocks * g.heads);
     const int64_t i0 = qb * t.block_q, rows = std::min(t.block_q, g.q_len - i0), d = g.head_dim;
-    const float* kh = kp_ + (b * g.kv_heads + n / g.group) * g.kv_len * d;
+    const char* kh = fa::element(kp_, op_, (b * g.kv_heads + n / g.group) * g.kv_len * d);
     std::fill(blk.acc, blk.acc + rows * d, 0.0f);
     const fa::KvRange range = fa::kv_range(p_, i0, rows, t.block_kv);
     for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
       const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
       if (!probabilities_and_ds(blk, t.block_kv, b, n, i0, rows, c0, cols)) continue;
-      fa::gemm_ab_add(blk.dp, t.block_kv, kh + c0 * d, d, blk.acc, d, rows, d, cols);
+      fa::gemm_ab_add(op_, blk.ds, t.block_kv, fa::element(kh, op_, c0 * d), d, blk.acc, d, rows, d, cols);
     }
     fa::store_rows(dq_, b, n, i0, rows, d, blk.acc, d, nullptr, p_.scale, kernels_);
   }
 
   // Pass B: dK, dV of one (batch, kv head, kv block), summed over the group's query heads in order,
-  // then the query blocks in order. dK = dS^T (scale Q) (q was packed pre-scaled), dV = P^T dY.
+  // then the query blocks in order. dK = scale dS^T Q, dV = P^T dY.
   void dkv_task(int64_t task, char* scratch) const {
     const FlashAttentionTiling& t = tiling_;
     const fa::Geometry& g = p_.g;
@@ -224,11 +239,13 @@ class FlashAttentionGradLaunch final : public core::Launch {
         if (range.end <= c0 || range.begin >= c0 + cols) continue;
         if (!probabilities_and_ds(blk, ld, b, n, i0, rows, c0, cols)) continue;
         const int64_t row0 = (b * g.heads + n) * g.q_len + i0;
-        fa::gemm_atb_add(blk.s, ld, dyp_ + row0 * dv, dv, blk.acc2, dv, cols, dv, rows);
-        fa::gemm_atb_add(blk.dp, ld, qp_ + row0 * d, d, blk.acc, d, cols, d, rows);
+        fa::gemm_atb_add(op_, blk.p, ld, fa::element(dyp_, op_, row0 * dv), dv, blk.acc2, dv, cols, dv, rows);
+        fa::gemm_atb_add(op_, blk.ds, ld, fa::element(qp_, op_, row0 * d), d, blk.acc, d, cols, d, rows);
       }
     }
-    fa::store_rows(dk_, b, kvh, c0, cols, d, blk.acc, d, nullptr, 1.0f, kernels_);
+    // fp32 operands: q was packed pre-scaled; bf16 operands: the scale comes here.
+    const float dk_scale = op_ == DType::kBFloat16 ? p_.scale : 1.0f;
+    fa::store_rows(dk_, b, kvh, c0, cols, d, blk.acc, d, nullptr, dk_scale, kernels_);
     fa::store_rows(dv_, b, kvh, c0, cols, dv, blk.acc2, dv, nullptr, 1.0f, kernels_);
   }
 
@@ -237,7 +254,8 @@ class FlashAttentionGradLaunch final : public core::Launch {
   TensorView smax_, ssum_;
   FlashAttentionTiling tiling_;
   FlashAttentionKernels kernels_{};
-  float *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr, *dyp_ = nullptr;
+  DType op_ = DType::kFloat32;  // the packed operands' dtype
+  char *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr, *dyp_ = nullptr;
   float *row_max_ = nullptr, *inv_sum_ = nullptr, *rowdot_ = nullptr;
 };
 

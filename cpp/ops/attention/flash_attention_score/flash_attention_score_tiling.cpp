@@ -20,10 +20,13 @@ constexpr int64_t kGradBlockQ = 256;
 int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 int64_t round64(int64_t bytes) { return core::align64(kOp, "workspace", bytes); }
 
-int64_t packed_bytes(int64_t b, int64_t n, int64_t s, int64_t d) {
+int64_t packed_bytes(int64_t b, int64_t n, int64_t s, int64_t d, int64_t element_bytes = 4) {
   const int64_t rows = core::checked_mul(kOp, "workspace", core::checked_mul(kOp, "workspace", b, n), s);
-  return round64(core::checked_mul(kOp, "workspace", rows, core::checked_mul(kOp, "workspace", d, 4)));
+  return round64(core::checked_mul(kOp, "workspace", rows, core::checked_mul(kOp, "workspace", d, element_bytes)));
 }
+
+// Bytes per packed q / k / v / dy element.
+int64_t operand_bytes(const FlashAttentionShape& s) { return s.bf16_operands ? 2 : 4; }
 
 void plan_common(FlashAttentionTiling& t, const FlashAttentionShape& s, const core::Platform& p) {
   t.shape = s;
@@ -67,6 +70,8 @@ FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t) {
   sc.row_sum = take(rows * 4);
   sc.lo = take(rows * 8);
   sc.hi = take(rows * 8);
+  sc.p16 = s.bf16_operands ? take(block * 2) : at;
+  sc.ds16 = s.bf16_operands && t.grad ? take(block * 2) : at;
   sc.end = at;
   return sc;
 }
@@ -75,10 +80,12 @@ FlashAttentionTiling flash_attention_score_tiling(const FlashAttentionShape& s, 
   FlashAttentionTiling t;
   plan_common(t, s, p);
   t.q_offset = 0;
-  t.k_offset = packed_bytes(s.batch, s.heads, s.q_len, s.head_dim);
-  t.v_offset = core::checked_add(kOp, "workspace", t.k_offset, packed_bytes(s.batch, s.kv_heads, s.kv_len, s.head_dim));
+  const int64_t e = operand_bytes(s);
+  t.k_offset = packed_bytes(s.batch, s.heads, s.q_len, s.head_dim, e);
+  t.v_offset = core::checked_add(kOp, "workspace", t.k_offset,
+                                 packed_bytes(s.batch, s.kv_heads, s.kv_len, s.head_dim, e));
   const int64_t end = core::checked_add(kOp, "workspace", t.v_offset,
-                                        packed_bytes(s.batch, s.kv_heads, s.kv_len, s.value_dim));
+                                        packed_bytes(s.batch, s.kv_heads, s.kv_len, s.value_dim, e));
   finish(t, end, t.tasks, p);
   return t;
 }
@@ -97,10 +104,11 @@ FlashAttentionTiling flash_attention_score_grad_tiling(const FlashAttentionShape
     at = core::checked_add(kOp, "workspace", at, bytes);
     return here;
   };
-  t.q_offset = take(packed_bytes(s.batch, s.heads, s.q_len, s.head_dim));
-  t.k_offset = take(packed_bytes(s.batch, s.kv_heads, s.kv_len, s.head_dim));
-  t.v_offset = take(packed_bytes(s.batch, s.kv_heads, s.kv_len, s.value_dim));
-  t.dy_offset = take(packed_bytes(s.batch, s.heads, s.q_len, s.value_dim));
+  const int64_t e = operand_bytes(s);
+  t.q_offset = take(packed_bytes(s.batch, s.heads, s.q_len, s.head_dim, e));
+  t.k_offset = take(packed_bytes(s.batch, s.kv_heads, s.kv_len, s.head_dim, e));
+  t.v_offset = take(packed_bytes(s.batch, s.kv_heads, s.kv_len, s.value_dim, e));
+  t.dy_offset = take(packed_bytes(s.batch, s.heads, s.q_len, s.value_dim, e));
   t.stats_offset = take(packed_bytes(s.batch, s.heads, s.q_len, 3));
   finish(t, at, std::max(t.tasks, t.grad_kv_tasks), p);
   return t;
@@ -114,6 +122,7 @@ void FlashAttentionTiling::describe(core::FieldVisitor& v) const {
             {"kv_len", shape.kv_len},
             {"head_dim", shape.head_dim},
             {"value_dim", shape.value_dim},
+            {"bf16_operands", shape.bf16_operands},
             {"block_q", block_q},
             {"block_kv", block_kv},
             {"tasks", tasks},

@@ -7,8 +7,9 @@
 // G query heads of its group and the query blocks in order. Threads take tasks t, t + T, t + 2T...
 // (interleaved, so causal work spreads evenly); each task's sums run in one fixed order.
 //
-// Workspace: q/k/v (and dy for the grad) widened to fp32 and packed [B, N, S, D] (q pre-multiplied by
-// scale, so S = (scale q) k^T comes out of the GEMM scaled), the grad's per-row statistics, then one scratch area per thread.
+// Workspace: q/k/v (and dy for the grad) packed [B, N, S, D]: widened to fp32 (q pre-multiplied by
+// scale, so S = (scale q) k^T comes out of the GEMM scaled), or for bf16 inputs copied as bf16 (S
+// scaled after the GEMM, dK scaled when stored); the grad's per-row statistics, then one scratch area per thread.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,9 @@ namespace tilegrad::ops {
 
 struct FlashAttentionShape {
   int64_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
+  // bf16 inputs: q, k, v, dy packed as bf16 (exact) and every GEMM takes bf16 operands (P and dS
+  // rounded to bf16 as operands only), fp32 accumulation; otherwise everything is packed as fp32.
+  bool bf16_operands = false;
 };
 
 struct FlashAttentionTiling {
@@ -42,9 +46,9 @@ struct FlashAttentionTiling {
 
 // One thread's scratch (byte offsets from its start): the S block (P after the softmax), the grad's
 // dP block (dS after it), the accumulators (output or dQ; dK and dV), per-row max / sum and the
-// rows' column windows (int64).
+// rows' column windows (int64); with bf16 operands, P and dS rounded to bf16 (same geometry as S).
 struct FlashAttentionScratch {
-  int64_t s = 0, dp = 0, acc = 0, acc2 = 0, row_max = 0, row_sum = 0, lo = 0, hi = 0, end = 0;
+  int64_t s = 0, dp = 0, acc = 0, acc2 = 0, row_max = 0, row_sum = 0, lo = 0, hi = 0, p16 = 0, ds16 = 0, end = 0;
 };
 TILEGRAD_API FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t);
 
