@@ -30,8 +30,8 @@ def test_tasks_cover_the_work(shape, threads):
     g = _core._flash_attention_score_grad_tiling(*shape, threads=threads)
     assert f["tasks"] == b * n1 * math.ceil(sq / max(f["block_q"], 1))
     assert g["grad_kv_tasks"] == b * n2 * math.ceil(skv / max(g["grad_block_kv"], 1))
-    assert 1 <= f["threads"] <= max(1, min(threads, f["tasks"]))
-    assert 1 <= g["threads"] <= max(1, min(threads, max(g["tasks"], g["grad_kv_tasks"])))
+    assert 1 <= f["threads_used"] <= max(1, min(threads, f["tasks"]))
+    assert 1 <= g["threads_used"] <= max(1, min(threads, max(g["tasks"], g["grad_kv_tasks"])))
     assert f["block_q"] <= max(sq, 1) and f["block_kv"] <= max(skv, 1)
     if f["tasks"] == 0:
         assert f["workspace_bytes"] == 0

@@ -30,16 +30,17 @@ void bind_rotary_position_embedding_grad(py::module_& m) {
         const TensorView sv = py_support::view_of(sin, "sin");
         const TensorView xv = py_support::optional_view_of(x, "x");
         const bool with_x = !x.is_none();
-        // Outputs allocated like their references (dy's and cos's dtype and shape); a bad dtype or
-        // shape of the inputs is reported by the call itself.
+        // Outputs allocated like their references (dy's and cos's dtype and shape); for a reference of a
+        // dtype no operator takes, a float32 placeholder, so that the call reports that dtype rather than
+        // a missing output. A bad shape of the inputs is reported by the call itself.
         const auto make = [](const py::object& given, const TensorView& like, const char* arg) {
           if (!given.is_none()) return given;
-          return py::object(py_support::allocate(OutputSpec{like.dtype, like.shape}, kOp, arg));
+          const DType dtype = core::is_float_dtype(like.dtype) ? like.dtype : DType::kFloat32;
+          return py::object(py_support::allocate(OutputSpec{dtype, like.shape}, kOp, arg));
         };
-        const bool known = core::is_float_dtype(dyv.dtype);
-        py::object rdx = known ? make(dx, dyv, "dx") : dx;
-        py::object rdcos = with_x && known ? make(dcos, cv, "dcos") : dcos;
-        py::object rdsin = with_x && known ? make(dsin, cv, "dsin") : dsin;
+        py::object rdx = make(dx, dyv, "dx");
+        py::object rdcos = with_x ? make(dcos, cv, "dcos") : dcos;
+        py::object rdsin = with_x ? make(dsin, cv, "dsin") : dsin;
         const TensorView dxv = rdx.is_none() ? TensorView{} : py_support::view_of(rdx, "dx", true);
         const TensorView dcv = rdcos.is_none() ? TensorView{} : py_support::view_of(rdcos, "dcos", true);
         const TensorView dsv = rdsin.is_none() ? TensorView{} : py_support::view_of(rdsin, "dsin", true);

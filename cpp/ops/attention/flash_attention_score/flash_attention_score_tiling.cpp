@@ -129,7 +129,7 @@ void FlashAttentionTiling::describe(core::FieldVisitor& v) const {
             {"grad_block_q", grad_block_q},
             {"grad_block_kv", grad_block_kv},
             {"grad_kv_tasks", grad_kv_tasks},
-            {"threads", threads},
+            {"threads_used", threads},  // the launch line has "threads" (the pool) already
             {"workspace_bytes", workspace_bytes},
             {"isa", isa}});
 }
