@@ -230,7 +230,8 @@ def test_patched_hf_llama_has_torchs_losses_and_gradients(kernels_at_every_size,
     torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=0)
     for name, grad in grads_ref.items():
         torch.testing.assert_close(grads[name], grad, rtol=1e-5, atol=1e-5 * grad.abs().max().item(), msg=name)
-    assert type(patched.model.layers[0].self_attn.q_proj) is tnn.Linear
+    assert type(patched.model.layers[0].self_attn.q_proj) is tnn.Linear and type(patched.lm_head) is tnn.Linear
+    assert patched(input_ids=tokens, labels=tokens).logits is None  # the loss is still the fused one
 
 
 def test_patched_peft_lora_model(kernels_at_every_size, one_torch_thread):
