@@ -34,6 +34,7 @@ from ._fused_linear_cross_entropy import (
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
+from ._linear import linear, linear_backward
 from ._silu_backward import silu_backward
 from ._swi_glu import silu_mul, silu_mul_grad, swi_glu, swi_glu_grad
 
@@ -66,6 +67,8 @@ __all__ = [
     "get_include",
     "get_library",
     "get_num_threads",
+    "linear",
+    "linear_backward",
     "max_isa",
     "rms_norm",
     "rms_norm_grad",

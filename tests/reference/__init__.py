@@ -6,6 +6,7 @@ NumPy API, C ABI, property (hypothesis) and tilegrad.torch tests:
     cross_entropy.py              cross entropy forward and gradient (section 3)
     embedding.py                  embedding dense backward (section 4)
     fused_linear_cross_entropy.py the vocabulary-parallel ops and the single-process op (section 5)
+    linear.py                     the linear layer and its gradients (section 11)
     torch_compare.py              comparison helpers of the tilegrad.torch tests (imports torch)
 
 Each reference computes from the formula, never from tilegrad's code; a tolerance that belongs to a

@@ -130,7 +130,7 @@ def test_patch_replaces_supported_modules_and_keeps_parameters():
     model = TinyLlama()
     before = snapshot(model)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    summary = patch(model)
+    summary = patch(model, linear=False)  # the Linear swap: tests/torch/test_linear.py
 
     assert summary.counts() == {
         "torch.nn.Embedding -> tilegrad.torch.nn.Embedding": 1,
@@ -159,9 +159,10 @@ def test_patch_replaces_supported_modules_and_keeps_parameters():
 
 def test_patch_flags_select_what_is_replaced():
     model = TinyLlama()
-    summary = patch(model, silu=False, embedding=False, binary_cross_entropy_with_logits=False, rms_norm=False)
+    summary = patch(model, silu=False, embedding=False, binary_cross_entropy_with_logits=False, rms_norm=False,
+                    linear=False)
     assert [r.path for r in summary] == ["loss_fn"]
-    more = patch(model)  # patching again adds only what is new
+    more = patch(model, linear=False)  # patching again adds only what is new
     assert sorted(r.path for r in more) == ["embed_tokens", "layers.0.mlp.act_fn", "layers.0.norm",
                                             "layers.1.mlp.act_fn", "layers.1.norm", "norm", "side_loss_fn"]
     assert len(unpatch(model)) == 8
@@ -366,6 +367,7 @@ def test_hf_causal_lm_patch_and_unpatch(model_type, monkeypatch):
             head_calls.append(tuple(x.shape))
         return linear_forward(module, x)
     monkeypatch.setattr(torch.nn.Linear, "forward", counted)
+    monkeypatch.setattr(tnn.Linear, "forward", counted)  # patch(linear=True) swapped lm_head to ours
     out = model(input_ids=tokens, labels=labels)
     assert head_calls == []  # the (tokens, vocab) logits were never formed by lm_head
     assert out.logits is None and out.loss.dtype == torch.float32 and out.loss.requires_grad
@@ -510,9 +512,9 @@ def test_unpatch_of_a_container_restores_what_was_patched_from_a_submodule():
     torch.manual_seed(0)
     model = TinyLlama()
     before = snapshot(model)
-    first = patch(model.layers[0])
+    first = patch(model.layers[0], linear=False)
     assert [r.path for r in first] == ["norm", "mlp.act_fn"]
-    second = patch(model)
+    second = patch(model, linear=False)
     assert "layers.0.mlp.act_fn" not in {r.path for r in second}  # patched already: not again
     assert len(unpatch(model.layers[1])) == 2  # only its own RMSNorm and SiLU
     assert type(model.layers[0].mlp.act_fn) is tnn.SiLU and type(model.embed_tokens) is tnn.Embedding
@@ -586,7 +588,8 @@ def test_patch_that_fails_half_way_changes_nothing():
 
 def test_torch_linear_cross_entropy_loss_is_replaced_at_the_root_and_inside():
     head = torch.nn.LinearCrossEntropyLoss(HIDDEN, VOCAB)
-    assert patch(head).counts() == {"torch.nn.LinearCrossEntropyLoss -> tilegrad.torch.nn.LinearCrossEntropyLoss": 1}
+    assert patch(head, linear=False).counts() == {
+        "torch.nn.LinearCrossEntropyLoss -> tilegrad.torch.nn.LinearCrossEntropyLoss": 1}
     assert type(head) is tnn.LinearCrossEntropyLoss
     model = TinyLinearCE()
     assert [r.path for r in patch(model)].count("head") == 1 and type(model.head) is tnn.LinearCrossEntropyLoss

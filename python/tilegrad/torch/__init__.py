@@ -38,6 +38,7 @@ _require_torch(torch.__version__)
 
 from . import nn
 from ._attention import scaled_dot_product_attention
+from ._linear import linear
 from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
 from . import optim  # tilegrad.torch.optim.AdamW
 from ._tensor import empty_cache
@@ -52,6 +53,7 @@ __all__ = [
     "embedding",
     "empty_cache",
     "enable",
+    "linear",
     "linear_cross_entropy",
     "nn",
     "patch",

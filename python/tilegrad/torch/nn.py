@@ -14,9 +14,10 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from . import _decoder as TD
+from . import _linear as TL
 from . import functional as TF
 
-__all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm"]
+__all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm", "Linear"]
 
 
 class SiLU(torch.nn.SiLU):
@@ -128,3 +129,17 @@ class RMSNorm(torch.nn.RMSNorm):
     @torch.jit.unused
     def _tilegrad(self, input: Tensor) -> Tensor:
         return TD.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+
+class Linear(torch.nn.Linear):
+    """``torch.nn.Linear`` on :func:`tilegrad.torch.linear` (float32: oneDNN GEMMs whose results do not
+    depend on the thread count; 16-bit and autocast: torch's own ``F.linear``)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.linear(input, self.weight, self.bias)
+        return self._tilegrad(input)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor) -> Tensor:
+        return TL.linear(input, self.weight, self.bias)

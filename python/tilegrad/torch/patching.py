@@ -246,7 +246,7 @@ def _unrecord(change: _ClassSwap) -> None:
 
 
 def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_entropy_with_logits: bool,
-                linear_cross_entropy: bool, rms_norm: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
+                linear_cross_entropy: bool, rms_norm: bool, linear: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
     """exact torch class -> (tilegrad class, attributes the tilegrad class needs and the old one lacks)."""
     rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
     if silu:
@@ -265,6 +265,8 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
         rules[torch.nn.LinearCrossEntropyLoss] = (tnn.LinearCrossEntropyLoss, {})
     if rms_norm:
         rules[torch.nn.RMSNorm] = (tnn.RMSNorm, {})
+    if linear:
+        rules[torch.nn.Linear] = (tnn.Linear, {})
     return rules
 
 
@@ -451,7 +453,7 @@ def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
                 f"{library.__name__}.forward past any class patch could give the model; its loss is not fused: "
                 f"patch before wrapping")
     head = getattr(module, facts.lm_head, None)
-    if type(head) is not torch.nn.Linear:
+    if type(head) not in _LINEAR_CLASSES:
         return f"its {facts.lm_head} is {type(head).__name__}, not torch.nn.Linear; its loss is not fused"
     decoder = getattr(module, facts.decoder, None)
     if not isinstance(decoder, torch.nn.Module):
@@ -597,10 +599,14 @@ def _fused_loss_applies(model: torch.nn.Module, facts: CausalLMFacts, named: Dic
             and _plain_linear(getattr(model, facts.lm_head, None)))
 
 
+# An lm_head the fused loss reads the weight and bias of: torch's, or ours once patch(linear=True) swapped it.
+_LINEAR_CLASSES = (torch.nn.Linear, tnn.Linear)
+
+
 def _plain_linear(module: Any) -> bool:
-    """A torch.nn.Linear with no forward hook (its own or global) and no forward set on the instance:
-    the fused loss reads only its weight and bias, so it would skip them."""
-    return (type(module) is torch.nn.Linear and "forward" not in module.__dict__
+    """A torch.nn.Linear (or tilegrad's) with no forward hook (its own or global) and no forward set on
+    the instance: the fused loss reads only its weight and bias, so it would skip them."""
+    return (type(module) in _LINEAR_CLASSES and "forward" not in module.__dict__
             and not (module._forward_hooks or module._forward_pre_hooks)
             and not (_torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks))
 
@@ -754,6 +760,7 @@ def _apply_all(changes: List[_ClassSwap]) -> None:
 def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
           binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
           rms_norm: bool = True, swiglu: bool = True, rope: bool = True, attention: bool = True,
+          linear: bool = True,
           strict: bool = False) -> PatchSummary:
     """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
 
@@ -773,6 +780,8 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
         attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
             interface; :func:`unpatch` restores the model's own choice).
+        linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
+            ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
             loss unfused, instead of warning.
 
@@ -786,11 +795,11 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
     for name, value in (("silu", silu), ("embedding", embedding), ("cross_entropy", cross_entropy),
                         ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
                         ("linear_cross_entropy", linear_cross_entropy), ("rms_norm", rms_norm), ("swiglu", swiglu),
-                        ("rope", rope), ("attention", attention), ("strict", strict)):
+                        ("rope", rope), ("attention", attention), ("linear", linear), ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
     rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy,
-                        rms_norm)
+                        rms_norm, linear)
     rules.update(_decoder_block_rules(rms_norm, swiglu, rope))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
     if attention and "transformers" in sys.modules:  # never import transformers ourselves
