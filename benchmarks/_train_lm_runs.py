@@ -136,7 +136,7 @@ def run(args, path: str) -> Dict:
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         with (args.out / train_lm.LOG).open("w") as log:
-            summary = train(args, data, path, lambda record: log.write(json.dumps(record) + "\n") or log.flush())
+            summary = train(args, data, path, lambda record: (log.write(json.dumps(record) + "\n"), log.flush()))
     finally:
         torch.set_num_threads(threads)
     (args.out / train_lm.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")

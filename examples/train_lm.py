@@ -442,7 +442,7 @@ def train(args, data: Data, ckpt=None, parallel=None) -> dict:
         kept = [r for r in read_log(args.out / LOG) if r["step"] <= completed] if ckpt else []
         with (args.out / LOG).open("w") as log:
             log.writelines(json.dumps(r) + "\n" for r in kept)
-            write = lambda record: log.write(json.dumps(record) + "\n") or log.flush()  # noqa: E731
+            write = lambda record: (log.write(json.dumps(record) + "\n"), log.flush())  # noqa: E731
             return train_loop(args, data, model, opt, completed, write, parallel)
     finally:
         torch.set_num_threads(threads)
@@ -455,8 +455,9 @@ def train_loop(args, data, model, opt, completed, write, parallel) -> dict:
     params = sum(p.numel() for p in model.parameters())
     print(f"[tilegrad] {params / 1e6:.2f}M parameters, vocabulary {data.tokenizer.get_vocab_size()}, "
           f"{len(data.train)} training tokens, {args.dtype}, {torch.get_num_threads()} threads", flush=True)
+    val_loss = evaluate(model, val, args.dtype) if completed == 0 else None
     if completed == 0:
-        write({"step": 0, "val_loss": evaluate(model, val, args.dtype)})
+        write({"step": 0, "val_loss": val_loss})
     with parallel.agreed(StopFlag()) as stop, tqdm(total=args.steps, initial=completed, mininterval=0.5) as bar:
         while completed < args.steps and not stop.should_stop(completed):
             lr = learning_rate(completed, args.steps, args.lr)
@@ -471,8 +472,7 @@ def train_loop(args, data, model, opt, completed, write, parallel) -> dict:
                 if not math.isfinite(val_loss):
                     raise diverged(args, completed, f"the validation loss is {val_loss}")
                 write({"step": completed, "val_loss": val_loss})
-                bar.set_postfix(val=f"{val_loss:.3f}", refresh=False)
-            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+            bar.set_postfix(loss=f"{loss:.3f}", val="-" if val_loss is None else f"{val_loss:.3f}", refresh=False)
             bar.update(1)
     if not all(torch.isfinite(p).all() for p in model.parameters()):
         raise diverged(args, completed, "the weights are no longer finite")
