@@ -267,6 +267,8 @@ class ModelConfig:
 
 
 class RMSNorm(nn.Module):
+    """x / rms(x) * weight, through ops.rms_norm."""
+
     def __init__(self, dim, ops, eps=1e-5):
         super().__init__()
         self.ops, self.eps, self.weight = ops, eps, nn.Parameter(torch.ones(dim))
@@ -297,6 +299,8 @@ class Block(nn.Module):
 
 
 class LanguageModel(nn.Module):
+    """Decoder-only transformer; `ops` supplies embedding, RMSNorm, RoPE, SwiGLU and the LM-head loss."""
+
     def __init__(self, cfg: ModelConfig, ops):
         super().__init__()
         self.cfg, self.ops = cfg, ops
@@ -318,6 +322,7 @@ class LanguageModel(nn.Module):
         self.register_buffer("rope_sin", angles.sin().float(), persistent=False)
 
     def hidden(self, ids):
+        """(B, T) token ids -> (B, T, dim) final hidden states."""
         x = self.ops.embedding(ids, self.tok_emb.weight)
         for block in self.blocks:
             x = block(x, self.rope_cos, self.rope_sin)
@@ -330,6 +335,7 @@ class LanguageModel(nn.Module):
 
     @torch.no_grad()
     def generate(self, ids, new_tokens: int, gen, temperature=0.8, top_k=40):
+        """`new_tokens` tokens sampled after the (1, T) ids, from the top_k most likely each time."""
         for _ in range(new_tokens):
             logits = F.linear(self.hidden(ids[:, -self.cfg.context:])[:, -1], self.lm_head.weight).float()
             logits = logits / temperature
@@ -339,6 +345,7 @@ class LanguageModel(nn.Module):
 
 
 def build_model(args, data: Data, ops) -> LanguageModel:
+    """The model of args' sizes on data's vocabulary, initialised from args.seed, in --param-dtype."""
     cfg = ModelConfig(data.tokenizer.get_vocab_size(), args.context, args.dim, args.layers, args.heads,
                       args.ffn_dim, bool(args.tie))
     torch.manual_seed(args.seed)
@@ -369,6 +376,7 @@ def autocast(dtype: str):
 
 
 def train_step(model, opt, batch, lr: float, dtype: str) -> float:
+    """One optimizer step on an (inputs, targets) batch; returns the loss."""
     for group in opt.param_groups:
         group["lr"] = lr
     with autocast(dtype):
@@ -381,6 +389,7 @@ def train_step(model, opt, batch, lr: float, dtype: str) -> float:
 
 @torch.no_grad()
 def evaluate(model, batches, dtype: str) -> float:
+    """The mean loss over the validation batches."""
     model.eval()
     with autocast(dtype):
         losses = [model(x, y).float().item() for x, y in batches]
@@ -416,6 +425,7 @@ class OneProcess:
 
 
 def read_log(path: Path) -> list:
+    """log.jsonl's records: {"step", "train_loss", "lr", "time"} per step, {"step", "val_loss"} per validation."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
