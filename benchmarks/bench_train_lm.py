@@ -7,12 +7,12 @@ and a summary table.
     python benchmarks/bench_train_lm.py --threads 1 --steps 150 --json results.jsonl
     python benchmarks/bench_train_lm.py --quick              # a small model, 30 steps: a smoke run
 
-Every flag of train_lm.py applies to both runs (but --baseline and --resume: this script runs both
-paths itself, and a stopped run is continued with ``python examples/train_lm.py --resume OUT/PATH``).
-Each run is train_lm.py in a fresh process (its peak memory is its own), writing OUT/PATH/log.jsonl,
-summary.json and checkpoint.pt; then both paths' steps are timed alternately on the same batches in
-this process (``--timing-rounds``, the machine's other load hits both alike), and OUT gets
-summary.json, summary.md (the table, with --filter also the skipped blocks by step) and loss.png.
+Every flag of train_lm.py applies to both runs (but --resume: a benchmark starts afresh). Each run is
+benchmarks/_train_lm_runs.py in a fresh process (its peak memory is its own: the example's model,
+data, schedule and step, timed), writing OUT/PATH/log.jsonl and summary.json; then both paths' steps
+are timed alternately on the same batches in this process (``--timing-rounds``, the machine's other
+load hits both alike), and OUT gets summary.json, summary.md (the table, with --filter also the
+skipped blocks by step) and loss.png.
 With ``--json PATH`` the interleaved timing goes to PATH as the shared harness's JSON line.
 """
 
@@ -28,10 +28,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 import _harness
+import _train_lm_runs as runs
+from _train_lm_runs import train_lm
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_lm.py"
-sys.path.insert(0, str(EXAMPLE.parent))
-import train_lm  # noqa: E402
+RUNNER = Path(runs.__file__).resolve()
 
 PATHS = ("tilegrad", "pytorch")  # the two runs, in this order (the first against the second)
 FILTER_PATHS = ("filtered", "tilegrad")  # with --filter: bounded filtering against exact tilegrad
@@ -40,44 +40,35 @@ REPORT = ("summary.json", "summary.md", "loss.png")
 TIMING_ROUNDS = 10
 # --quick: a model that trains in seconds, on one thread (flags typed after --quick win)
 QUICK = ["--steps", "30", "--context", "64", "--dim", "64", "--layers", "2", "--heads", "2", "--ffn-dim", "176",
-         "--vocab", "512", "--eval-interval", "10", "--eval-batches", "2", "--sample-tokens", "24", "--threads", "1",
-         "--timing-rounds", "3"]
-# train_lm.py's flags given to both runs (the path's own flag and --out are added per run)
+         "--vocab", "512", "--eval-interval", "10", "--eval-batches", "2", "--threads", "1", "--timing-rounds", "3"]
+# train_lm.py's flags given to both runs (the path and --out are added per run; --filter to the filtered one)
 FORWARDED = ("tie", "steps", "batch_size", "lr", "dtype", "param_dtype", "threads", "seed", "eval_interval",
-             "eval_batches", "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir",
-             "sample_tokens")
-PATH_FLAGS = {"tilegrad": lambda args: [], "pytorch": lambda args: ["--baseline"],
-              "filtered": lambda args: ["--filter", repr(args.filter)]}
+             "eval_batches", "context", "dim", "layers", "heads", "ffn_dim", "vocab", "text", "corpus", "cache_dir")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """train_lm.py's flags, --timing-rounds and the harness's --json."""
+    """train_lm.py's flags, --timing-rounds, --quick and the harness's --json."""
     parser = train_lm.build_parser()
     parser.description = __doc__.split("\n\n")[0]
-    for action in parser._actions:  # train_lm's flags that parse_args refuses here: not offered in --help
-        if action.dest in ("baseline", "resume"):
+    for action in parser._actions:  # train_lm's flags that do not apply here: not offered in --help
+        if action.dest in ("resume", "sample_tokens"):
             action.help = argparse.SUPPRESS
-    parser.add_argument("--timing-rounds", type=int, default=TIMING_ROUNDS,
-                        help=f"rounds of alternating tilegrad / PyTorch steps timed in one process "
-                             f"(default {TIMING_ROUNDS})")
+    parser.add_argument("--timing-rounds", type=train_lm.POSITIVE, default=TIMING_ROUNDS,
+                        help="rounds of alternating tilegrad / PyTorch steps timed in one process")
     parser.add_argument("--quick", action="store_true", help="a small model for a few seconds (smoke run)")
     _harness.add_json_option(parser)
     return parser
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """train_lm's checks, and this script's: both paths, a fresh folder (default runs/bench_train_lm)."""
+    """train_lm's checks, and this script's: a fresh folder (default runs/bench_train_lm), no --resume."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--quick" in argv:
         argv = QUICK + argv  # argparse keeps the last value typed
-    typed = build_parser().parse_args(argv)  # before train_lm's checks, which --resume's own would fail
-    if typed.baseline or typed.resume:
-        first, second = compared_paths(typed)
-        raise train_lm.UsageError("bench_train_lm: runs both paths itself (no --baseline, no --resume); continue a "
-                                  f"stopped run with python {EXAMPLE} --resume OUT/{first} (or OUT/{second})")
     args = train_lm.parse_args(argv, build_parser())
-    if args.timing_rounds < 1:
-        raise train_lm.UsageError(f"bench_train_lm: --timing-rounds must be >= 1, got {args.timing_rounds}")
+    if args.resume:
+        raise train_lm.UsageError("bench_train_lm: --resume does not apply: a benchmark runs both paths afresh "
+                                  "(give a new --out, or --overwrite)")
     if "out" not in args.given:
         args.out = Path("runs") / "bench_train_lm"
     return args
@@ -90,9 +81,8 @@ def compared_paths(args: argparse.Namespace) -> Tuple[str, str]:
 
 def run_files(args: argparse.Namespace) -> List[Path]:
     """Every file this command writes into --out: its report and its two runs'."""
-    runs = [args.out / path / name for path in compared_paths(args)
-            for name in (train_lm.CHECKPOINT, train_lm.LOG, train_lm.SUMMARY)]
-    return [args.out / name for name in REPORT] + runs
+    runs_ = [args.out / path / name for path in compared_paths(args) for name in (train_lm.LOG, train_lm.SUMMARY)]
+    return [args.out / name for name in REPORT] + runs_
 
 
 def guard_out_dir(args: argparse.Namespace) -> None:
@@ -107,27 +97,25 @@ def guard_out_dir(args: argparse.Namespace) -> None:
 
 
 def child_command(args: argparse.Namespace, path: str) -> List[str]:
-    """train_lm.py for one path, with the flags given here."""
-    cmd = [sys.executable, str(EXAMPLE), "--out", str(args.out / path)]
+    """_train_lm_runs.py for one path, with the flags given here."""
+    cmd = [sys.executable, str(RUNNER), path, "--out", str(args.out / path)]
     for key in FORWARDED:
         value = getattr(args, key)
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
-    return cmd + PATH_FLAGS[path](args)
+    return cmd + (["--filter", repr(args.filter)] if path == "filtered" else [])
 
 
-def run_child(cmd: List[str], out: Path) -> None:
+def run_child(cmd: List[str], path: str) -> None:
     """One run in its own process; a failed one stops the benchmark with its exit status (it has printed
-    why). Ctrl-C reaches the run too (the terminal signals the whole process group) and it saves its
-    checkpoint before it exits: wait for that (subprocess.run would kill it after 0.25 s)."""
+    why). Ctrl-C reaches the run too (the terminal signals the whole process group): wait for it to end."""
     with subprocess.Popen(cmd) as child:
         try:
             status = child.wait()
         except KeyboardInterrupt:
-            child.wait()  # a second Ctrl-C stops the run at once, and this wait with it
-            saved = (f"continue it with python {EXAMPLE} --resume {out}" if (out / train_lm.CHECKPOINT).is_file()
-                     else "nothing saved")
-            print(f"bench_train_lm: stopped by Ctrl-C in the run in {out}: {saved}", file=sys.stderr, flush=True)
+            child.wait()
+            print(f"bench_train_lm: stopped by Ctrl-C during the {path} run; nothing reported", file=sys.stderr,
+                  flush=True)
             raise SystemExit(130) from None
     if status:
         raise SystemExit(status)
@@ -136,20 +124,19 @@ def run_child(cmd: List[str], out: Path) -> None:
 def interleaved_timing(args: argparse.Namespace, data: train_lm.Data) -> Dict[str, Dict[str, float]]:
     """ms per training step of both paths, measured alternately on the same batches in one process:
     min and median over the rounds after one warm-up round."""
-    cfg = train_lm.model_config(args, data)
-    runs = {}
-    for path in compared_paths(args):
-        torch.manual_seed(args.seed)
-        model = train_lm.build_model(cfg, train_lm.ops_of(path, args), args.param_dtype)
-        runs[path] = (model, train_lm.make_optimizer(model, args.lr))
-    times: Dict[str, List[float]] = {path: [] for path in runs}
-    with train_lm.num_threads(args.threads):
+    built = {path: runs.build(args, data, path) for path in compared_paths(args)}
+    times: Dict[str, List[float]] = {path: [] for path in built}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads or threads)
+    try:
         for step in range(args.timing_rounds + 1):
             batch = train_lm.train_batch(data.train, step, args.seed, args.batch_size, args.context)
-            for path in list(runs) if step % 2 == 0 else list(runs)[::-1]:
-                _, ms = train_lm.train_step(*runs[path], batch, args.lr, args.dtype)
+            for path in list(built) if step % 2 == 0 else list(built)[::-1]:
+                _, ms = runs.timed_step(*built[path], batch, args.lr, args.dtype)
                 if step > 0:
                     times[path].append(ms)
+    finally:
+        torch.set_num_threads(threads)
     return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
 
 
@@ -269,7 +256,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
     args.out.mkdir(parents=True, exist_ok=True)
     for path in compared_paths(args):
         print(f"\n=== {path} ===", flush=True)
-        run_child(child_command(args, path), args.out / path)
+        run_child(child_command(args, path), path)
     return report(args, data)
 
 

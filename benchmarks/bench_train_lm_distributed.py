@@ -5,7 +5,8 @@ loopback): data parallel and the vocabulary-parallel LM head, same global batch,
 
 The three contenders run one after the other in each round, in a rotating order, so a change in the
 machine's other load hits them alike; each run's ms per step is the median over its steps after the
-first two (train_lm's summary.json), and the table gives the min and the median over the rounds.
+first two (from the step timestamps of train_lm's log.jsonl), and the table gives the min and the
+median over the rounds.
 Also printed: the data-parallel run's final validation loss and the vocab-parallel run's worst train
 loss against the single-process run of the same round, and the per-rank memory of the LM head.
 """
@@ -49,9 +50,16 @@ def run(contender: str, flags: List[str], out: Path) -> Dict:
     subprocess.run(command(contender, flags, out), check=True, stdout=subprocess.DEVNULL,
                    env=dict(os.environ, OMP_NUM_THREADS="1"))
     summary = json.loads((out / "summary.json").read_text())
-    summary["train_losses"] = [json.loads(line)["train_loss"] for line in (out / "log.jsonl").read_text().splitlines()
-                               if "train_loss" in line]
+    steps = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if "train_loss" in line]
+    summary["train_losses"] = [r["train_loss"] for r in steps]
+    summary["ms_per_step"] = ms_per_step([r["time"] for r in steps])
     return summary
+
+
+def ms_per_step(times: List[float]) -> float:
+    """The median time between two steps' log records, after the first two steps (warm-up)."""
+    gaps = [(b - a) * 1e3 for a, b in zip(times, times[1:])]
+    return statistics.median(gaps[2:] if len(gaps) > 4 else gaps)
 
 
 def load() -> str:
@@ -99,8 +107,6 @@ def report(results: Dict[str, List[Dict]]) -> str:
         total = m["weight_bytes"] + m["grad_bytes"] + m["optimizer_state_bytes"]
         lines.append(f"| {name} | {m['rows']:,} | {mib(m['weight_bytes'])} | {mib(m['grad_bytes'])} | "
                      f"{mib(m['optimizer_state_bytes'])} | {mib(total)} |")
-    lines.append("\npeak memory of training (RSS growth, rank 0): " + ", ".join(
-        f"{c}: {min(s['peak_memory_mib'] for s in runs):.0f} MiB" for c, runs in results.items()))
     return "\n".join(lines)
 
 

@@ -52,13 +52,13 @@ import train_lm
 
 MODES = ("data", "vocab")
 DEFAULT_TIMEOUT_S = 300
-# train_lm.train_step clips the gradient norm to 1.0 (and tilegrad's AdamW takes max_grad_norm=1.0);
-# the vocab-parallel mode applies this clip itself over the whole sharded head first
+# train_lm's optimizer (tilegrad's AdamW, max_grad_norm=1.0) clips the gradient norm to 1.0; the
+# vocab-parallel mode applies this clip itself over the whole sharded head first
 MAX_GRAD_NORM = 1.0
 # Options every rank must agree on (checked at start-up, named when they differ); not the paths
 # (--text, --resume): they may differ between machines.
-AGREED_OPTIONS = ("vocab", "dim", "layers", "heads", "ffn_dim", "context", "tie", "batch_size", "seed",
-                  "steps", "lr", "dtype", "baseline", "parallel", "corpus", "eval_interval", "eval_batches")
+AGREED_OPTIONS = ("vocab", "dim", "layers", "heads", "ffn_dim", "context", "tie", "batch_size", "seed", "steps",
+                  "lr", "dtype", "param_dtype", "filter", "parallel", "corpus", "eval_interval", "eval_batches")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -428,7 +428,7 @@ class VocabShard:
 
     def _clip_by_global_norm(self) -> None:
         """clip_grad_norm_(all parameters, MAX_GRAD_NORM) with the head's norm summed over the ranks.
-        The clip that follows in train_step (or in tilegrad's AdamW) sees a norm <= MAX_GRAD_NORM and
+        The clip inside tilegrad's AdamW that follows sees a norm <= MAX_GRAD_NORM and
         does nothing; every rank scales by the same factor, so the replicas stay identical."""
         self.clip_queued = False
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
