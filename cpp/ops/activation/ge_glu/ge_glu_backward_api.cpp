@@ -51,6 +51,8 @@ int validate(const char* op, const TensorView& dy, const TensorView& self, const
              const TensorView& dx) {
   core::require_well_formed(op, "gradInput", dx);
   core::require_dtype(op, "gradOutput", dy, geglu::kFloatTypes);
+  core::require_same_dtype(op, "self", self, "gradOutput", dy);  // every dtype before any shape
+  core::require_same_dtype(op, "gelu", gelu, "gradOutput", dy);
   core::require_same_dtype(op, "gradInput", dx, "gradOutput", dy);
   const int d = validate_inputs(op, dy, self, gelu, dim);
   core::require_shape(op, "gradInput", dx, self.shape, "self shape");

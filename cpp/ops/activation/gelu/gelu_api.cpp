@@ -23,9 +23,10 @@ struct GeluNames {
   const char* op;
   const char* in;
   const char* out;
+  const char* in_shape;  // "<in> shape", the rule the output's shape follows
 };
-constexpr GeluNames kV1{"aclnnGelu", "self", "out"};
-constexpr GeluNames kV2{"aclnnGeluV2", "x", "y"};
+constexpr GeluNames kV1{"aclnnGelu", "self", "out", "self shape"};
+constexpr GeluNames kV2{"aclnnGeluV2", "x", "y", "x shape"};
 
 // The rule that depends on addresses: the output may be the input itself (in place), nothing else.
 void check_overlaps(const GeluNames& n, const TensorView& x, const TensorView& out) {
@@ -38,7 +39,7 @@ void validate(const GeluNames& n, const TensorView& x, const TensorView& out) {
   core::require_dtype(n.op, n.in, x, gelu_checks::kFloatTypes);
   core::require_same_dtype(n.op, n.out, out, n.in, x);
   core::require_rank_at_most(n.op, n.in, x);
-  core::require_shape(n.op, n.out, out, x.shape, n.in);
+  core::require_shape(n.op, n.out, out, x.shape, n.in_shape);
   core::require_no_self_overlap(n.op, n.out, out);
   check_overlaps(n, x, out);
 }
