@@ -1,6 +1,7 @@
 // aclnnGeGluV3 (and aclnnGeGlu, its activateLeft = false form): validation (README.md, specification
 // section 12), launch, native C++ API and C ABI.
 #include <memory>
+#include <utility>
 
 #include "aclnnop/aclnn_geglu.h"
 #include "core/acl_tensor.h"

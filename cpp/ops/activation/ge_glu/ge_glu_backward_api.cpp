@@ -2,6 +2,7 @@
 // (ge_glu_backward.md, specification section 12), launch, native C++ API and C ABI. Elementwise over
 // the halves with two outputs (the halves of gradInput).
 #include <memory>
+#include <utility>
 
 #include "aclnnop/aclnn_geglu_backward.h"
 #include "core/acl_tensor.h"

@@ -42,7 +42,8 @@ int validate_inputs(const char* op, const TensorView& x, const TensorView& gamma
 }
 
 // The rules that depend on addresses: yOut may be x itself (in place); nothing else shares memory.
-void check_overlaps(const char* op, const TensorView& x, const TensorView& gamma, const TensorView& y, const TensorView& rstd) {
+void check_overlaps(const char* op, const TensorView& x, const TensorView& gamma, const TensorView& y,
+                    const TensorView& rstd) {
   core::require_no_partial_overlap(op, "yOut", y, "x", x, true);
   core::require_no_partial_overlap(op, "yOut", y, "gamma", gamma, false);
   core::require_no_partial_overlap(op, "rstdOut", rstd, "x", x, false);
