@@ -6,7 +6,7 @@
 
 #include "core/tensor.h"
 #include "ops/activation/gelu/gelu_checks.h"
-#include "ops/activation/gelu/gelu_tiling.h"
+#include "core/elementwise_op_tiling.h"
 #include "py_tensor.h"
 #include "py_tiling.h"
 #include "tilegrad/gelu.hpp"
@@ -35,7 +35,7 @@ void bind_gelu(py::module_& m) {
       "_gelu_tiling",
       [](int64_t numel, int64_t bytes_per_elem, bool out_contiguous, int threads, int64_t l1, int64_t l2, int64_t l3,
          const std::string& isa) {
-        return py_support::tiling_dict(ops::gelu_tiling(numel, bytes_per_elem, out_contiguous,
+        return py_support::tiling_dict(core::elementwise_op_tiling(numel, bytes_per_elem, out_contiguous,
                                                         py_support::platform_from(threads, l1, l2, l3, isa)));
       },
       py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("threads"),

@@ -6,6 +6,7 @@
 #include "aclnnop/aclnn_geglu.h"
 #include "core/acl_tensor.h"
 #include "core/elementwise.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -13,7 +14,6 @@
 #include "core/view_halves.h"
 #include "ops/activation/ge_glu/ge_glu_checks.h"
 #include "ops/activation/ge_glu/ge_glu_kernel.h"
-#include "ops/activation/ge_glu/ge_glu_tiling.h"
 #include "tilegrad/ge_glu.hpp"
 
 namespace tilegrad::ops {
@@ -64,7 +64,7 @@ class GeGluLaunch final : public core::Launch {
     const auto [h, l] = activated_linear(self);
     const TensorView* ops[4] = {&out, &out_gelu, &h, &l};
     layout_ = core::make_elementwise_layout(ops, 4);
-    tiling_ = ge_glu_tiling(out.numel(), 4 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
+    tiling_ = core::elementwise_op_tiling(out.numel(), 4 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
                             core::Platform::current());
     kernel_ = ge_glu_kernel(tiling_.isa);
     trace_.record(op_, {{"self", &self}, {"out", &out}, {"outGelu", &out_gelu}}, tiling_);
@@ -100,7 +100,7 @@ class GeGluLaunch final : public core::Launch {
   bool tanh_ = false;
   int d_ = 0;  // the normalized dim self is split along
   core::ElementwiseLayout layout_;
-  GeGluTiling tiling_;
+  core::ElementwiseOpTiling tiling_;
   GeGluSpanFn kernel_ = nullptr;
 };
 

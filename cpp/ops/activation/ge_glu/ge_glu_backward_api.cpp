@@ -7,6 +7,7 @@
 #include "aclnnop/aclnn_geglu_backward.h"
 #include "core/acl_tensor.h"
 #include "core/elementwise.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
@@ -14,7 +15,6 @@
 #include "core/view_halves.h"
 #include "ops/activation/ge_glu/ge_glu_checks.h"
 #include "ops/activation/ge_glu/ge_glu_kernel.h"
-#include "ops/activation/ge_glu/ge_glu_tiling.h"
 #include "tilegrad/ge_glu.hpp"
 
 namespace tilegrad::ops {
@@ -70,7 +70,7 @@ class GeGluBackwardLaunch final : public core::Launch {
     d_ = validate(op_, dy, self, gelu, dim, dx);
     tanh_ = geglu::is_tanh(op_, approximate);
     bind_views(dy, self, gelu, dx, true);
-    tiling_ = ge_glu_tiling(dy.numel(), 6 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
+    tiling_ = core::elementwise_op_tiling(dy.numel(), 6 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
                             core::Platform::current());
     kernel_ = ge_glu_backward_kernel(tiling_.isa);
     trace_.record(op_, {{"gradOutput", &dy}, {"self", &self}, {"gelu", &gelu}, {"gradInput", &dx}}, tiling_);
@@ -113,7 +113,7 @@ class GeGluBackwardLaunch final : public core::Launch {
   bool tanh_ = false;
   int d_ = 0;  // the normalized dim self and gradInput are split along
   core::ElementwiseLayout layout_;
-  GeGluTiling tiling_;
+  core::ElementwiseOpTiling tiling_;
   GeGluSpanFn kernel_ = nullptr;
 };
 

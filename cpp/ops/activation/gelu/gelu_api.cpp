@@ -6,13 +6,13 @@
 #include "aclnnop/aclnn_gelu_v2.h"
 #include "core/acl_tensor.h"
 #include "core/elementwise.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
 #include "ops/activation/gelu/gelu_checks.h"
 #include "ops/activation/gelu/gelu_kernel.h"
-#include "ops/activation/gelu/gelu_tiling.h"
 #include "tilegrad/gelu.hpp"
 
 namespace tilegrad::ops {
@@ -53,7 +53,7 @@ class GeluLaunch final : public core::Launch {
     tanh_ = gelu_checks::is_tanh(names_.op, approximate);
     const TensorView* ops[2] = {&out, &x};
     layout_ = core::make_elementwise_layout(ops, 2);
-    tiling_ = gelu_tiling(out.numel(), 2 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
+    tiling_ = core::elementwise_op_tiling(out.numel(), 2 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
                           core::Platform::current());
     kernel_ = gelu_kernel(tiling_.isa);
     trace_.record(names_.op, {{names_.in, &x}, {names_.out, &out}}, tiling_);
@@ -77,7 +77,7 @@ class GeluLaunch final : public core::Launch {
   DType dtype_;
   bool tanh_ = false;
   core::ElementwiseLayout layout_;
-  GeluTiling tiling_;
+  core::ElementwiseOpTiling tiling_;
   GeluSpanFn kernel_ = nullptr;
 };
 

@@ -6,13 +6,13 @@
 #include "aclnnop/aclnn_gelu_backward_v2.h"
 #include "core/acl_tensor.h"
 #include "core/elementwise.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
 #include "ops/activation/gelu/gelu_checks.h"
 #include "ops/activation/gelu/gelu_kernel.h"
-#include "ops/activation/gelu/gelu_tiling.h"
 #include "tilegrad/gelu.hpp"
 
 namespace tilegrad::ops {
@@ -69,7 +69,7 @@ class GeluBackwardLaunch final : public core::Launch {
     layout_ = core::make_elementwise_layout(ops, 3);
     dtypes_ = {dy.dtype, x.dtype, dx.dtype};
     const int64_t bytes = dtype_size(dy.dtype) + dtype_size(x.dtype) + dtype_size(dx.dtype);
-    tiling_ = gelu_tiling(dx.numel(), bytes, core::inner_is_contiguous(layout_), core::Platform::current());
+    tiling_ = core::elementwise_op_tiling(dx.numel(), bytes, core::inner_is_contiguous(layout_), core::Platform::current());
     kernel_ = gelu_backward_kernel(tiling_.isa);
     trace_.record(op_, {{"gradOutput", &dy}, {"self", &x}, {"gradInput", &dx}}, tiling_);
     trace_.field("approximate", tanh_ ? "tanh" : "none");
@@ -93,7 +93,7 @@ class GeluBackwardLaunch final : public core::Launch {
   bool tanh_ = false;
   core::ElementwiseLayout layout_;
   GeluGradDtypes dtypes_{};
-  GeluTiling tiling_;
+  core::ElementwiseOpTiling tiling_;
   GeluGradSpanFn kernel_ = nullptr;
 };
 
