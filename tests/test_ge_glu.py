@@ -59,14 +59,14 @@ def test_defaults_are_the_vendors():
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_strided_and_out(isa, dtype):
     x = _data((12, 40), dtype, 5)[::2, ::-1]
-    buf = np.zeros((6, 80), dtype)
-    out, out_gelu = buf[:, ::4], buf[:, 1::4]
+    buf, gbuf = np.zeros((6, 40), dtype), np.zeros((40, 6), dtype)
+    out, out_gelu = buf[:, ::2], gbuf[::-2].T  # stepped, and reversed + transposed
     r = tg.ge_glu(x, -1, "none", True, out=out, out_gelu=out_gelu)
     assert r[0] is out and r[1] is out_gelu
     (want, scale), (wg, sg) = ge_glu_ref(x, -1, "none", True)
     assert_close(out, want, scale)
     assert_close(out_gelu, wg, sg)
-    assert (buf[:, 2::4].astype(F32) == 0).all() and (buf[:, 3::4].astype(F32) == 0).all()
+    assert (buf[:, 1::2].astype(F32) == 0).all() and (gbuf[-2::-2].astype(F32) == 0).all()
     dy = _data((20, 6), dtype, 6).T
     dxbuf = np.zeros((6, 80), dtype)
     dx = dxbuf[:, 1::2]
@@ -117,7 +117,7 @@ def test_extreme_values(form):
     x = np.concatenate([h, np.full_like(h, 2.0)])
     out, g = tg.ge_glu(x, -1, form, True)
     assert np.isnan(out[[0, 2]]).all() and np.isnan(g[[0, 2]]).all()
-    np.testing.assert_array_equal(out[[1, 3, 4, 5, 6, 7]], [np.inf, 0, 0, 2e30, 0, 200])
+    np.testing.assert_array_equal(out[[1, 3, 4, 5, 6, 7]], np.array([np.inf, 0, 0, 1e30, 0, 100], F32) * 2)
     dx = tg.ge_glu_backward(np.ones(8, F32), x, g, -1, form, True)
     np.testing.assert_array_equal(dx[[0, 1, 4, 5, 6, 7]], [0, 2, 0, 2, 0, 2])
     np.testing.assert_array_equal(dx[8 + np.array([1, 3, 4, 5, 6, 7])], g[[1, 3, 4, 5, 6, 7]])
@@ -143,7 +143,10 @@ def test_matches_torch_autograd(form):
     ty.backward(torch.from_numpy(dy))
     out, g = tg.ge_glu(x, -1, form, True)
     np.testing.assert_allclose(out, ty.detach().numpy(), rtol=2e-6, atol=2e-6)
-    np.testing.assert_allclose(tg.ge_glu_backward(dy, x, g, -1, form, True), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+    # PyTorch's tanh gradient cancels in the negative tail (test_gelu.py::test_matches_torch): |dy * up|
+    # times ~1e-6 there
+    atol = 1e-4 if form == "tanh" else 1e-5
+    np.testing.assert_allclose(tg.ge_glu_backward(dy, x, g, -1, form, True), tx.grad.numpy(), rtol=1e-5, atol=atol)
 
 
 def _raises(fn, exc, code, match, *args, **kw):

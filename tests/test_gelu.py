@@ -16,7 +16,7 @@ SHAPES = [(), (1,), (7,), (4, 33), (3, 5, 129), (2, 3, 4, 1001)]
 
 
 def _data(shape, dtype, seed, scale=3.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+    return np.asarray(np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -150,12 +150,16 @@ def test_matches_torch(form, dtype):
     tdt = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}[dtype]
     tx = torch.from_numpy(x.astype(F32)).to(tdt)
     tdy = torch.from_numpy(dy.astype(F32)).to(tdt)
-    # PyTorch computes in float32 too; the two round once each, so they may differ by one ulp.
+    # PyTorch computes in float32 too; the two round once each, so they may differ by one ulp. Its
+    # tanh gradient forms 1 + tanh(u), which cancels in the negative tail (it is exactly 0 below
+    # x = -5, where the true value is about -1e-6): an absolute error up to ~1e-6 |dy| there, which
+    # tilegrad's sigmoid form does not have (the float64 reference above holds it to a few ulp).
     tol = {F32: 2e-6, F16: 1e-3, BF16: 8e-3}[dtype]
     want = torch.nn.functional.gelu(tx.float(), approximate=form).to(tdt).float().numpy()
     np.testing.assert_allclose(tg.gelu(x, form).astype(F32), want, rtol=tol, atol=tol)
     want = torch.ops.aten.gelu_backward(tdy.float(), tx.float(), approximate=form).to(tdt).float().numpy()
-    np.testing.assert_allclose(tg.gelu_backward(dy, x, form).astype(F32), want, rtol=tol, atol=tol)
+    atol = max(tol, 2e-5) if form == "tanh" else tol
+    np.testing.assert_allclose(tg.gelu_backward(dy, x, form).astype(F32), want, rtol=tol, atol=atol)
 
 
 def _raises(fn, exc, code, match, *args, **kw):
