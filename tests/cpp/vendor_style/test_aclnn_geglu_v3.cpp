@@ -17,13 +17,13 @@ const double kPi = 3.14159265358979323846;
 
 double Gelu(double x, int64_t approximate) {
   if (approximate == 0) return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
+  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));  // = 0.5 x (1 + tanh u)
 }
 
 double GeluGrad(double x, int64_t approximate) {
   if (approximate == 0) return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x / std::sqrt(2.0 * kPi) * std::exp(-0.5 * x * x);
-  const double c = std::sqrt(2.0 / kPi), t = std::tanh(c * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+  const double c = std::sqrt(2.0 / kPi), s = 1.0 / (1.0 + std::exp(-2.0 * c * (x + 0.044715 * x * x * x)));
+  return s + 2.0 * x * s * (1.0 - s) * c * (1.0 + 3.0 * 0.044715 * x * x);  // s = 0.5 (1 + tanh u)
 }
 
 int Forward(aclrtStream stream, int64_t approximate, bool activateLeft) {

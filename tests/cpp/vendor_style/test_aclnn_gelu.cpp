@@ -1,7 +1,9 @@
 /* CANN sample for aclnnGelu and aclnnGeluV2 (C++11, vendor headers only): the vendor documents' data, self
  * (4, 2) float32 {1.3, 2.5, 6.7, -4, -1.4, -1.6, -8, -16.9}; aclnnGelu (the tanh form), then aclnnGeluV2 with
  * approximate 0 (erf) and 1 (tanh). Checked against float64 computed here from the documents' formulas:
- *   tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))      erf: x / 2 * (1 + erf(x / sqrt 2)) */
+ *   tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))      erf: x / 2 * (1 + erf(x / sqrt 2))
+ * (1 + tanh(u) evaluated as 2 / (1 + exp(-2u)) and 1 + erf(x / sqrt 2) as erfc(-x / sqrt 2): the negative
+ * tail without cancellation). */
 #include <cmath>
 #include <vector>
 
@@ -13,7 +15,11 @@ namespace {
 
 const double kPi = 3.14159265358979323846;
 
-double GeluTanh(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x))); }
+// 0.5 (1 + tanh u) written as 1 / (1 + exp(-2u)) (the same function), so that double keeps its
+// relative accuracy where 1 + tanh(u) would cancel (x = -8: tanh(u) rounds to -1).
+double GeluTanh(double x) {
+  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
+}
 double GeluErf(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 
 int Run(aclrtStream stream, int version, int64_t approximate) {
@@ -27,11 +33,11 @@ int Run(aclrtStream stream, int version, int64_t approximate) {
   aclOpExecutor* executor = nullptr;
   int ret = 0;
   if (version == 1) {
-    ret = LaunchAndWait("aclnnGelu", aclnnGeluGetWorkspaceSize(self, out, &workspaceSize, &executor), workspaceSize,
-                        executor, aclnnGelu, stream);
+    const aclnnStatus status = aclnnGeluGetWorkspaceSize(self, out, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGelu", status, workspaceSize, executor, aclnnGelu, stream);
   } else {
-    ret = LaunchAndWait("aclnnGeluV2", aclnnGeluV2GetWorkspaceSize(self, approximate, out, &workspaceSize, &executor),
-                        workspaceSize, executor, aclnnGeluV2, stream);
+    const aclnnStatus status = aclnnGeluV2GetWorkspaceSize(self, approximate, out, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGeluV2", status, workspaceSize, executor, aclnnGeluV2, stream);
   }
   CHECK_RET(ret == 0, return 1);
   std::vector<float> result;

@@ -17,9 +17,11 @@ namespace {
 
 const double kPi = 3.14159265358979323846;
 
+// With s = 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)): 1 - tanh^2 u = 4 s (1 - s), so the derivative is
+// s + 2 x s (1 - s) u', which double evaluates without the cancellation of 1 + tanh(u) in the tail.
 double GradTanh(double x) {
-  const double c = std::sqrt(2.0 / kPi), t = std::tanh(c * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+  const double c = std::sqrt(2.0 / kPi), s = 1.0 / (1.0 + std::exp(-2.0 * c * (x + 0.044715 * x * x * x)));
+  return s + 2.0 * x * s * (1.0 - s) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 double GradErf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x / std::sqrt(2.0 * kPi) * std::exp(-0.5 * x * x); }
 
@@ -35,15 +37,14 @@ int Run(aclrtStream stream, const std::vector<float>& selfHostData, const char* 
   aclOpExecutor* executor = nullptr;
   int ret = 0;
   if (approximate == nullptr) {
-    ret = LaunchAndWait("aclnnGeluBackward",
-                        aclnnGeluBackwardGetWorkspaceSize(gradOutput, self, gradInput, &workspaceSize, &executor),
-                        workspaceSize, executor, aclnnGeluBackward, stream);
+    const aclnnStatus status =
+        aclnnGeluBackwardGetWorkspaceSize(gradOutput, self, gradInput, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGeluBackward", status, workspaceSize, executor, aclnnGeluBackward, stream);
   } else {
     std::vector<char> mode(approximate, approximate + std::strlen(approximate) + 1);  // the API takes char*
-    ret = LaunchAndWait("aclnnGeluBackwardV2",
-                        aclnnGeluBackwardV2GetWorkspaceSize(gradOutput, self, mode.data(), gradInput, &workspaceSize,
-                                                            &executor),
-                        workspaceSize, executor, aclnnGeluBackwardV2, stream);
+    const aclnnStatus status =
+        aclnnGeluBackwardV2GetWorkspaceSize(gradOutput, self, mode.data(), gradInput, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGeluBackwardV2", status, workspaceSize, executor, aclnnGeluBackwardV2, stream);
   }
   CHECK_RET(ret == 0, return 1);
   std::vector<float> result;
