@@ -301,14 +301,14 @@ def test_ge_glu_lines():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((7, 2 * 96)).astype(np.float32)
     y, g = tg.ge_glu(x, -1, "tanh", True)
-    expect("aclnnGeGluV3", {"self": x, "out": y, "outGelu": g}, _core._ge_glu_tiling(y.size, 16, True, 2, **CACHES),
+    expect("aclnnGeGluV3", {"self": x, "out": y, "outGelu": g}, _core._gelu_tiling(y.size, 16, True, 2, **CACHES),
            dim=-1, approximate=1, activate_left=True)
     xb = x.astype(BF16).reshape(14, 96)
     dy = np.ones((7, 96), BF16)
     gb = np.ones((7, 96), BF16)
     dx = tg.ge_glu_backward(dy, xb, gb, 0, "none", False)
     expect("aclnnGeGluV3Backward", {"gradOutput": dy, "self": xb, "gelu": gb, "gradInput": dx},
-           _core._ge_glu_tiling(dy.size, 12, True, 2, **CACHES), dim=0, approximate=0, activate_left=False)
+           _core._gelu_tiling(dy.size, 12, True, 2, **CACHES), dim=0, approximate=0, activate_left=False)
     """)
 
 

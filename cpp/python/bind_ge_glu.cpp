@@ -1,13 +1,11 @@
 // Python bindings of aclnnGeGluV3: tilegrad._core.ge_glu(x, dim, approximate, activate_left, out=None,
-// out_gelu=None) -> (out, out_gelu), and the GeGLU tiling hook _ge_glu_tiling (the backward shares it).
+// out_gelu=None) -> (out, out_gelu). Its tiling hook is _gelu_tiling (one elementwise tiling for both families).
 #include <pybind11/pybind11.h>
 
 #include <string>
 
-#include "core/elementwise_op_tiling.h"
 #include "ops/activation/gelu/gelu_checks.h"
 #include "py_tensor.h"
-#include "py_tiling.h"
 #include "tilegrad/ge_glu.hpp"
 
 void bind_ge_glu(py::module_& m) {
@@ -32,14 +30,4 @@ void bind_ge_glu(py::module_& m) {
       py::arg("x"), py::arg("dim"), py::arg("approximate"), py::arg("activate_left"), py::arg("out") = py::none(),
       py::arg("out_gelu") = py::none());
 
-  m.def(
-      "_ge_glu_tiling",
-      [](int64_t numel, int64_t bytes_per_elem, bool out_contiguous, int threads, int64_t l1, int64_t l2, int64_t l3,
-         const std::string& isa) {
-        return py_support::tiling_dict(core::elementwise_op_tiling(numel, bytes_per_elem, out_contiguous,
-                                                          py_support::platform_from(threads, l1, l2, l3, isa)));
-      },
-      py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("threads"),
-      py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20, py::arg("l3_bytes") = 32 << 20,
-      py::arg("isa") = "avx512");
 }

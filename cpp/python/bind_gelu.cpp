@@ -1,5 +1,6 @@
 // Python bindings of aclnnGeluV2: tilegrad._core.gelu(x, approximate, out=None) ("none" | "tanh"),
-// and the GELU tiling hook _gelu_tiling (forward and backward share it).
+// and the tiling hook _gelu_tiling of GELU and GeGLU (core/elementwise_op_tiling.h: both families, forward
+// and backward, share it).
 #include <pybind11/pybind11.h>
 
 #include <string>

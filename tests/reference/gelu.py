@@ -26,6 +26,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+from reference.swi_glu import _sigmoid  # 1 / (1 + exp(-z)) without overflow
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -39,11 +41,6 @@ _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 def _f64(a):
     return np.asarray(a).astype(np.float64)
-
-
-def _sigmoid(z):
-    e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _parts(x, approximate):
