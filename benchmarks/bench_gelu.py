@@ -33,7 +33,8 @@ def gelu_rows(torch, n, dtype, reps):
     x, dy, out = as_numpy(torch, tx), as_numpy(torch, tdy), as_numpy(torch, torch.empty(n, dtype=tdt))
     rows = []
     for form in ("none", "tanh"):
-        rows.append(compare(f"gelu {form} {dtype} {n >> 20}M fwd+bwd", {
+        size = f"{n >> 20}M" if n >= 1 << 20 else f"{n >> 10}K"
+        rows.append(compare(f"gelu {form} {dtype} {size} fwd+bwd", {
             "torch": lambda: (torch.nn.functional.gelu(tx, approximate=form),
                               torch.ops.aten.gelu_backward(tdy, tx, approximate=form)),
             "tilegrad": lambda: (tg.gelu(x, form, out=out), tg.gelu_backward(dy, x, form, out=out)),
@@ -47,7 +48,8 @@ def ge_glu_row(torch, tokens, hidden, dtype, reps):
     tx = torch.randn(tokens, 2 * hidden, generator=g).to(tdt)
     tdy = torch.randn(tokens, hidden, generator=g).to(tdt)
     x, dy = as_numpy(torch, tx), as_numpy(torch, tdy)
-    out, gl = as_numpy(torch, torch.empty(tokens, hidden, dtype=tdt)), as_numpy(torch, torch.empty(tokens, hidden, dtype=tdt))
+    out = as_numpy(torch, torch.empty(tokens, hidden, dtype=tdt))
+    gl = as_numpy(torch, torch.empty(tokens, hidden, dtype=tdt))
     dx = as_numpy(torch, torch.empty(tokens, 2 * hidden, dtype=tdt))
 
     def torch_step():
