@@ -22,6 +22,7 @@ from reference.cross_entropy import cross_entropy_loss_grad as ref_grad
 from reference.embedding import assert_embedding_close as emb_check
 from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, loss_grad, online_max_sum
 from reference import rms_norm as rms_ref
+from reference import gelu as gelu_ref
 from reference import swi_glu as swiglu_ref
 from reference.silu import assert_silu_close
 from registry import FLOAT_DTYPES, OPERATORS, python_call
@@ -549,3 +550,81 @@ def test_every_operator_refuses_dtypes_it_does_not_list(op):
         result, err = run_documented(lambda: fn(*args, **kwargs))
         assert err is not None, f"{op['python']} accepted {name}, which operators.json does not list"
         assert name in str(err) or {"float64": "double"}.get(name, name) in str(err), str(err)
+# ---- gelu / gelu_backward -----------------------------------------------------------------------
+
+@given(data=st.data(), shape=shapes(), nthreads=thread_counts)
+def test_gelu_and_backward(data, shape, nthreads):
+    """Both forms; the backward with broadcast inputs of any dtypes (mixed: a float32 gradient)."""
+    tg.set_num_threads(nthreads)
+    form = data.draw(st.sampled_from(["none", "tanh"]))
+    dtype = data.draw(st.sampled_from(FLOATS))
+    x = make_input(data, shape, dtype, data.draw(layout(shape)), -12, 12)
+    out, buf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    before = snapshot([x])
+    result, err = run_documented(lambda: tg.gelu(x, form, out=out))
+    assert_unchanged(before, [x])
+    assert err is None, err
+    assert result is out
+    gelu_ref.assert_close(out, *gelu_ref.gelu_ref(x, form))
+    assert_guard_intact(out, buf)
+
+    dt_dy = data.draw(st.sampled_from(FLOATS))
+    dy_shape, x_shape = broadcast_source(data, shape), broadcast_source(data, shape)
+    dy = make_input(data, dy_shape, dt_dy, data.draw(layout(dy_shape)))
+    x = make_input(data, x_shape, dtype, data.draw(layout(x_shape)), -12, 12)
+    full = list(np.broadcast_shapes(tuple(dy_shape), tuple(x_shape)))
+    wrong = data.draw(st.integers(0, 5)) == 0  # an output of the wrong shape must be refused
+    out_shape = full + [2] if wrong else full
+    dx, dxbuf = guarded(out_shape, dt_dy if dt_dy == dtype else F32,
+                        data.draw(layout(out_shape, allow_zero_stride=False)))
+    before = snapshot([dy, x])
+    result, err = run_documented(lambda: tg.gelu_backward(dy, x, form, out=dx))
+    assert_unchanged(before, [dy, x])
+    assert_guard_intact(dx, dxbuf) if err is not None else None
+    if wrong:
+        assert isinstance(err, ValueError)
+        return
+    assert err is None, err
+    gelu_ref.assert_close(dx, *gelu_ref.gelu_backward_ref(dy, x, form))
+    assert_guard_intact(dx, dxbuf)
+
+
+# ---- ge_glu / ge_glu_backward -------------------------------------------------------------------
+
+@given(data=st.data(), shape=shapes(min_dims=1, max_dims=4, max_size=48), nthreads=thread_counts)
+def test_ge_glu_and_backward(data, shape, nthreads):
+    """x doubled along a drawn dim (an odd size there must be refused); both forms and directions."""
+    tg.set_num_threads(nthreads)
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    form, left = data.draw(st.sampled_from(["none", "tanh"])), data.draw(st.booleans())
+    odd = data.draw(st.integers(0, 5)) == 0
+    x_shape = list(shape)
+    x_shape[dim] = 2 * x_shape[dim] + (1 if odd else 0)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    x = make_input(data, x_shape, dtype, data.draw(layout(x_shape)))
+    out, buf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    g, gbuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    before = snapshot([x])
+    result, err = run_documented(lambda: tg.ge_glu(x, dim, form, left, out=out, out_gelu=g))
+    assert_unchanged(before, [x])
+    if odd:
+        assert isinstance(err, ValueError) and "must be even" in str(err)
+        assert_guard_intact(out, buf)
+        assert_guard_intact(g, gbuf)
+        return
+    assert err is None, err
+    assert result[0] is out and result[1] is g
+    (want, scale), (want_g, scale_g) = gelu_ref.ge_glu_ref(x, dim, form, left)
+    gelu_ref.assert_close(out, want, scale)
+    gelu_ref.assert_close(g, want_g, scale_g)
+    assert_guard_intact(out, buf)
+    assert_guard_intact(g, gbuf)
+
+    dy = make_input(data, shape, dtype, data.draw(layout(shape)))
+    dx, dxbuf = guarded(x_shape, dtype, data.draw(layout(x_shape, allow_zero_stride=False)))
+    before = snapshot([dy, x, g])
+    result, err = run_documented(lambda: tg.ge_glu_backward(dy, x, g, dim, form, left, out=dx))
+    assert_unchanged(before, [dy, x, g])
+    assert err is None, err
+    gelu_ref.assert_close(dx, *gelu_ref.ge_glu_backward_ref(dy, x, g, dim, form, left))
+    assert_guard_intact(dx, dxbuf)

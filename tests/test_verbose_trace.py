@@ -285,6 +285,36 @@ def test_swi_glu_lines():
     """)
 
 
+def test_gelu_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 77)).astype(np.float32)
+    y = tg.gelu(x, "tanh")
+    expect("aclnnGeluV2", {"x": x, "y": y}, _core._gelu_tiling(y.size, 8, True, 2, **CACHES), approximate=1)
+    xb = x.astype(BF16)[:, ::2]  # a strided view
+    dy = np.ones((1, 39), np.float32)  # broadcast, mixed dtypes: a float32 gradient
+    dx = tg.gelu_backward(dy, xb)
+    expect("aclnnGeluBackwardV2", {"gradOutput": dy, "self": xb, "gradInput": dx},
+           _core._gelu_tiling(dx.size, 10, False, 2, **CACHES), approximate="none")
+    """)
+
+
+def test_ge_glu_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7, 2 * 96)).astype(np.float32)
+    y, g = tg.ge_glu(x, -1, "tanh", True)
+    expect("aclnnGeGluV3", {"self": x, "out": y, "outGelu": g}, _core._gelu_tiling(y.size, 16, True, 2, **CACHES),
+           dim=-1, approximate=1, activate_left=True)
+    xb = x.astype(BF16).reshape(14, 96)
+    dy = np.ones((7, 96), BF16)
+    gb = np.ones((7, 96), BF16)
+    dx = tg.ge_glu_backward(dy, xb, gb, 0, "none", False)
+    expect("aclnnGeGluV3Backward", {"gradOutput": dy, "self": xb, "gelu": gb, "gradInput": dx},
+           _core._gelu_tiling(dy.size, 12, True, 2, **CACHES), dim=0, approximate=0, activate_left=False)
+    """)
+
+
 def test_rotary_position_embedding_lines():
     run_and_check("""
     rng = np.random.default_rng(0)

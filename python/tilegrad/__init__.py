@@ -32,6 +32,8 @@ from ._fused_linear_cross_entropy import (
     fused_linear_online_max_sum,
 )
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
+from ._ge_glu import ge_glu, ge_glu_backward
+from ._gelu import gelu, gelu_backward
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
 from ._linear import linear, linear_backward
@@ -62,6 +64,10 @@ __all__ = [
     "fused_linear_cross_entropy_loss_grad",
     "fused_linear_cross_entropy_plan",
     "fused_linear_online_max_sum",
+    "ge_glu",
+    "ge_glu_backward",
+    "gelu",
+    "gelu_backward",
     "get_ascend_home",
     "get_cmake_dir",
     "get_include",

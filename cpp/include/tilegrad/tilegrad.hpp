@@ -9,6 +9,8 @@
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 #include "tilegrad/linear.hpp"
 #include "tilegrad/cross_entropy.hpp"
+#include "tilegrad/ge_glu.hpp"
+#include "tilegrad/gelu.hpp"
 #include "tilegrad/reduction.hpp"
 #include "tilegrad/rms_norm.hpp"
 #include "tilegrad/rotary_position_embedding.hpp"

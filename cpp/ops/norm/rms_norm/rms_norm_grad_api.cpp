@@ -1,4 +1,5 @@
 // aclnnRmsNormGrad: validation (rms_norm_grad/README.md), launch, native C++ API and C ABI.
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -55,7 +56,8 @@ void check_overlaps(const TensorView& dy, const TensorView& x, const TensorView&
     core::require_no_partial_overlap(kOp, "dgammaOut", dgamma, name, *t, false);
 }
 
-int validate(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
+int validate(double weight_offset, const TensorView& dy, const TensorView& x, const TensorView& rstd,
+             const TensorView& gamma,
              const TensorView& dx, const TensorView& dgamma) {
   core::require_well_formed(kOp, "dxOut", dx);
   core::require_well_formed(kOp, "dgammaOut", dgamma);
@@ -64,6 +66,7 @@ int validate(const TensorView& dy, const TensorView& x, const TensorView& rstd, 
   core::require_same_dtype(kOp, "dxOut", dx, "x", x);
   core::require_dtype(kOp, "dgammaOut", dgamma, {DType::kFloat32});
   const int k = validate_inputs(dy, x, rstd, gamma);
+  core::check(std::isfinite(weight_offset), kOp, ": weight_offset must be finite, got ", weight_offset);
   rms::check_shape(dx.shape == x.shape, kOp, ": dxOut shape must equal x shape ", shape_str(x.shape), ", got ",
                    shape_str(dx.shape));
   rms::check_shape(dgamma.shape == gamma.shape, kOp, ": dgammaOut shape must equal gamma shape ",
@@ -76,10 +79,11 @@ int validate(const TensorView& dy, const TensorView& x, const TensorView& rstd, 
 
 class RmsNormGradLaunch final : public core::Launch {
  public:
+  // weight_offset: added to gamma in fp32 for dx (Gemma's `1 + weight`); dgamma does not depend on it.
   RmsNormGradLaunch(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
-                    const TensorView& dx, const TensorView& dgamma)
-      : dtype_(x.dtype), gamma_dtype_(gamma.dtype) {
-    const int k = validate(dy, x, rstd, gamma, dx, dgamma);
+                    const TensorView& dx, const TensorView& dgamma, double weight_offset = 0.0)
+      : dtype_(x.dtype), gamma_dtype_(gamma.dtype), offset_(static_cast<float>(weight_offset)) {
+    const int k = validate(weight_offset, dy, x, rstd, gamma, dx, dgamma);
     dy_ = RowView(dy, k);
     x_ = RowView(x, k);
     dx_ = RowView(dx, k);
@@ -94,6 +98,7 @@ class RmsNormGradLaunch final : public core::Launch {
     trace_.record(kOp,
                   {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}, {"dgammaOut", &dgamma}},
                   tiling_);
+    if (offset_ != 0.0f) trace_.field("weight_offset", offset_);
   }
 
   uint64_t workspace_bytes() const override { return static_cast<uint64_t>(tiling_.workspace_bytes); }
@@ -121,6 +126,8 @@ class RmsNormGradLaunch final : public core::Launch {
     char* ws = static_cast<char*>(workspace);
     float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
     gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
+    if (offset_ != 0.0f)  // skipped at 0: aclnnRmsNormGrad's arithmetic unchanged
+      for (int64_t i = 0; i < t.cols; ++i) g[i] += offset_;
     char* partials = ws + t.partials_offset;
     const float inv_n = 1.0f / static_cast<float>(t.cols);
     core::parallel_for(t.blocks.num_blocks, t.threads, [&](int64_t b) {
@@ -152,6 +159,7 @@ class RmsNormGradLaunch final : public core::Launch {
 
  private:
   DType dtype_, gamma_dtype_;
+  float offset_;
   RowView dy_, x_, dx_, gamma_, dgamma_, rstd_;
   RmsNormGradTiling tiling_;
   RmsNormGradRowFn kernel_ = nullptr;
@@ -169,8 +177,8 @@ RmsNormGradOutputSpecs rms_norm_grad_output_specs(const TensorView& dy, const Te
 }
 
 void rms_norm_grad(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
-                   const TensorView& dx, const TensorView& dgamma) {
-  ops::RmsNormGradLaunch launch(dy, x, rstd, gamma, dx, dgamma);
+                   const TensorView& dx, const TensorView& dgamma, double weight_offset) {
+  ops::RmsNormGradLaunch launch(dy, x, rstd, gamma, dx, dgamma, weight_offset);
   core::run_now(ops::kOp, launch);
 }
 

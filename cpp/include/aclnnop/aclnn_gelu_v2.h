@@ -1,0 +1,22 @@
+/* aclnnGeluV2: y = gelu(x); approximate 0 = erf (x * Phi(x)), 1 = tanh. */
+#ifndef TILEGRAD_ACLNNOP_ACLNN_GELU_V2_H_
+#define TILEGRAD_ACLNNOP_ACLNN_GELU_V2_H_
+
+#include "aclnn/aclnn_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Phase 1: validates, computes the tiling, returns the workspace size and a single-use executor. */
+ACLNN_API aclnnStatus aclnnGeluV2GetWorkspaceSize(const aclTensor* x, int64_t approximate, aclTensor* y,
+                                                 uint64_t* workspaceSize, aclOpExecutor** executor);
+/* Phase 2: runs (synchronously) and releases the executor. */
+ACLNN_API aclnnStatus aclnnGeluV2(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                 aclrtStream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEGRAD_ACLNNOP_ACLNN_GELU_V2_H_ */
