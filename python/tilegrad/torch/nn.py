@@ -13,8 +13,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from . import _decoder as TD
 from . import functional as TF
+from ._rms_norm import rms_norm
 
 __all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm"]
 
@@ -127,4 +127,4 @@ class RMSNorm(torch.nn.RMSNorm):
 
     @torch.jit.unused
     def _tilegrad(self, input: Tensor) -> Tensor:
-        return TD.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
