@@ -231,6 +231,24 @@ def test_input_gradient_penalty_matches_torch(reduction, kernel, monkeypatch):
         torch.testing.assert_close(a.double(), b, **TOL)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.usefixtures("kernels_at_every_size")  # (tests/torch/conftest.py) cross_entropy's node too
+def test_input_gradient_penalty_with_torch_functional_routed_to_tilegrad(reduction):
+    """After tgt.enable(), F.cross_entropy is tilegrad's, whose node refuses second derivatives: the
+    second-derivative path recomputes through torch's own cross entropy, so the penalty still matches
+    torch's (float64, computed before enable)."""
+    x, w, t = _problem()
+    want = _penalty_grads(F.linear_cross_entropy, x.double(), w.double(), t, reduction)
+    tgt.enable()
+    try:
+        got = _penalty_grads(tgt.linear_cross_entropy, x, w, t, reduction)
+    finally:
+        tgt.disable()
+    for a, b in zip(got, want):
+        assert a is not None and b is not None
+        torch.testing.assert_close(a.double(), b, **TOL)
+
+
 def test_torch_func_grad_vmap_functional_call(no_crossover):
     x, w, t = _problem()
     gx = torch.func.grad(lambda x: tgt.linear_cross_entropy(x, w, t))(x)

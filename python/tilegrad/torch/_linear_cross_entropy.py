@@ -292,8 +292,10 @@ def _float32_composite(input: Tensor, weight: Tensor, target: Tensor, bias: Opti
     """``F.linear`` + ``F.cross_entropy`` with float32 logits (the fused op's numerics), differentiable
     to any order: the second-derivative path."""
     logits = F.linear(input.float(), weight.float(), None if bias is None else bias.float())
-    return F.cross_entropy(logits, target, class_weight, ignore_index=ignore_index, reduction=reduction,
-                           label_smoothing=label_smoothing)
+    # torch's own cross entropy (F.cross_entropy is tilegrad's after tilegrad.torch.enable(), whose node
+    # has no second derivative)
+    return TORCH_FUNCTIONS["cross_entropy"](logits, target, class_weight, ignore_index=ignore_index,
+                                            reduction=reduction, label_smoothing=label_smoothing)
 
 
 def _composite_grads(grad_loss: Tensor, input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
