@@ -143,17 +143,17 @@ def cpu_time_us(fn, reps: int) -> float:
     return best * 1e6
 
 
-def crossover_table() -> None:
+def crossover_table(quick: bool = False) -> None:
     """tilegrad's node (its kernels, whatever the size) vs the composite the router takes below the
     crossover (the formula in torch ops on float32, rounded once) and vs torch's formula in the input's
     dtype, forward + backward, 1 thread, at 1K..256K elements. Each cell: composite / node (> 1: the
     node faster; where it passes 1 is the CROSSOVER entry, tilegrad.torch._eager), then torch / node in
-    parentheses."""
+    parentheses. ``quick``: the two smallest sizes, few calls (a smoke run, not a measurement)."""
     torch.set_num_threads(1)
     print("composite / node (torch / node)\n")
     print("| dtype | elements | rms_norm | silu_mul | swiglu | rope |\n|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
-        for n in (1024, 4096, 16384, 65536, 262144):
+        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144):
             rows = n // 128
             x = torch.randn(rows, 128, dtype=dtype, requires_grad=True)
             w = torch.ones(128, dtype=dtype, requires_grad=True)
@@ -173,7 +173,7 @@ def crossover_table() -> None:
                  lambda: _rope_composite(q, cos, cos, 0).backward(dq),
                  lambda: (q * cos + rotate_half(q) * cos).backward(dq)),
             )
-            reps = max(20, 200000 // n)
+            reps = 2 if quick else max(20, 200000 // n)
             cells = []
             for node, composite, theirs in contenders:
                 node_us = cpu_time_us(node, reps)
@@ -241,7 +241,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     tilegrad.set_num_threads(torch.get_num_threads())  # the probe calls the core directly
     if args.crossover:
-        crossover_table()
+        crossover_table(args.quick)
         return
     if args.kernel_cpu_time:
         kernel_cpu_time_table()

@@ -358,31 +358,33 @@ def overhead_table(reps, n=1024):
                   flush=True)
 
 
-def crossover_table(reps):
+def crossover_table(reps, quick=False):
     """tilegrad's node (whatever the size) vs the composite the router takes below the crossover
     (torch ops with the kernel's numerics: 16-bit tensors widened to float32, each result rounded once)
     and vs torch's own function, forward + backward, 1 thread, 1K..1M elements. Each cell: composite /
     node (> 1: the node faster; where it passes 1 is the CROSSOVER entry, tilegrad.torch._eager), then
-    torch / node in parentheses. Then cross entropy with few classes (N=65536)."""
+    torch / node in parentheses. Then cross entropy with few classes (N=65536). ``quick``: the two
+    smallest sizes and N=1024 (a smoke run, not a measurement)."""
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(7)
     ops = list(_small_cases(1024, torch.float32, g))
     print("composite / node (torch / node)\n")
     print("| dtype | elements | " + " | ".join(ops) + " |\n|---|---|" + "---|" * len(ops))
     for dtype in (torch.float32, torch.bfloat16):
-        for n in (1024, 4096, 16384, 65536, 262144, 1 << 20):
+        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144, 1 << 20):
             calls = max(3, 100000 // n)
             cells = []
             for loss_of, leaf, node, theirs, _, composite in _small_cases(n, dtype, g).values():
                 best = _fastest({"node": node, "composite": composite, "torch": theirs}, loss_of, leaf, calls, reps)
                 cells.append(f"{best['composite'] / best['node']:.2f}x ({best['torch'] / best['node']:.2f}x)")
             print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
-    print("\n| dtype | cross_entropy N=65536, C = | composite ms | torch ms | tilegrad node ms | composite / node "
+    rows = 1024 if quick else 65536
+    print(f"\n| dtype | cross_entropy N={rows}, C = | composite ms | torch ms | tilegrad node ms | composite / node "
           "| torch / node |\n|---|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
         for classes in (2, 16, 64, 256):
-            x = torch.randn(65536, classes, generator=g).to(dtype).requires_grad_()
-            t = torch.randint(0, classes, (65536,), generator=g)
+            x = torch.randn(rows, classes, generator=g).to(dtype).requires_grad_()
+            t = torch.randint(0, classes, (rows,), generator=g)
             loss_of, leaf, node, theirs, _, composite = _small_cases(1024, dtype, g)["cross_entropy"]
             best = _fastest({"node": node, "composite": composite, "torch": theirs}, lambda f: f(x, t), x, 3, reps)
             print(f"| {NAMES[dtype]} | {classes} | {best['composite'] / 1e3:.2f} | {best['torch'] / 1e3:.2f} | "
@@ -421,7 +423,10 @@ def main():
     args = parse_args(parser)
     if args.overhead or args.crossover:
         print(f"# 1 thread, process CPU time, load average {os.getloadavg()[0]:.2f}")
-        (overhead_table if args.overhead else crossover_table)(args.reps)
+        if args.overhead:
+            overhead_table(args.reps)
+        else:
+            crossover_table(args.reps, quick=args.quick)
         return
     if args.threads:
         torch.set_num_threads(args.threads)
