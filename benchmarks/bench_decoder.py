@@ -3,7 +3,7 @@ the same PyTorch code, forward + backward, same inputs, one process, contenders 
 
     python benchmarks/bench_decoder.py [--quick] [--reps N] [--json PATH] [--no-compile] [--dtypes fp32,bf16]
                                        [--threads N]
-    python benchmarks/bench_decoder.py --crossover     # small sizes: where torch's composite wins
+    python benchmarks/bench_decoder.py --crossover     # small sizes: where the router's composite wins
     python benchmarks/bench_decoder.py --kernel-cpu-time   # kernels alone in CPU time vs the DRAM probe
 
 Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
@@ -44,7 +44,10 @@ import torch.nn.functional as F  # noqa: E402
 import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad import _core  # noqa: E402
-from tilegrad.torch import _decoder  # noqa: E402
+from tilegrad.torch._rms_norm import TilegradRmsNorm, _rms_norm_composite  # noqa: E402
+from tilegrad.torch._rope import TilegradRope, _rope_composite  # noqa: E402
+from tilegrad.torch._swiglu import (TilegradSiluMul, TilegradSwiGlu, _silu_mul_composite,  # noqa: E402
+                                    _swi_glu_composite)
 
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
 
@@ -140,28 +143,42 @@ def cpu_time_us(fn, reps: int) -> float:
     return best * 1e6
 
 
-def crossover_table() -> None:
-    """tilegrad (its kernels, whatever the size) vs torch's composite, forward + backward, 1 thread, at
-    1K..256K elements: the sizes where the ratio passes 1 are _decoder.CROSSOVER."""
+def crossover_table(quick: bool = False) -> None:
+    """tilegrad's node (its kernels, whatever the size) vs the composite the router takes below the
+    crossover (the formula in torch ops on float32, rounded once) and vs torch's formula in the input's
+    dtype, forward + backward, 1 thread, at 1K..256K elements. Each cell: composite / node (> 1: the
+    node faster; where it passes 1 is the CROSSOVER entry, tilegrad.torch._eager), then torch / node in
+    parentheses. ``quick``: the two smallest sizes, few calls (a smoke run, not a measurement)."""
     torch.set_num_threads(1)
-    print("| dtype | elements | rms_norm | silu_mul | rope |\n|---|---|---|---|---|")
+    print("composite / node (torch / node)\n")
+    print("| dtype | elements | rms_norm | silu_mul | swiglu | rope |\n|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
-        for n in (1024, 4096, 16384, 65536, 262144):
+        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144):
             rows = n // 128
             x = torch.randn(rows, 128, dtype=dtype, requires_grad=True)
             w = torch.ones(128, dtype=dtype, requires_grad=True)
             dy = torch.randn(rows, 128, dtype=dtype)
+            wide = torch.randn(rows, 256, dtype=dtype, requires_grad=True)  # swiglu halves its last dim
             q = torch.randn(1, 1, rows, 128, dtype=dtype, requires_grad=True)
             cos = torch.randn(1, 1, rows, 128, dtype=dtype)
-            pairs = (
-                (lambda: _decoder.TilegradRmsNorm.apply(x, w, 1e-6).backward(dy),
-                 lambda: torch_rms_norm(x, w).backward(dy)),
-                (lambda: _decoder.TilegradSiluMul.apply(x, x).backward(dy), lambda: torch_silu_mul(x, x).backward(dy)),
-                (lambda: _decoder.TilegradRope.apply(q, cos, cos, 0).backward(dy.view(q.shape)),
-                 lambda: (q * cos + rotate_half(q) * cos).backward(dy.view(q.shape))),
+            dq = dy.view(q.shape)
+            contenders = (  # (node, composite, torch), each forward + backward
+                (lambda: TilegradRmsNorm.apply(x, w, 1e-6).backward(dy),
+                 lambda: _rms_norm_composite(x, w, 1e-6).backward(dy), lambda: torch_rms_norm(x, w).backward(dy)),
+                (lambda: TilegradSiluMul.apply(x, x).backward(dy), lambda: _silu_mul_composite(x, x).backward(dy),
+                 lambda: torch_silu_mul(x, x).backward(dy)),
+                (lambda: TilegradSwiGlu.apply(wide, 1).backward(dy), lambda: _swi_glu_composite(wide, 1).backward(dy),
+                 lambda: torch_silu_mul(*wide.chunk(2, 1)).backward(dy)),
+                (lambda: TilegradRope.apply(q, cos, cos, 0).backward(dq),
+                 lambda: _rope_composite(q, cos, cos, 0).backward(dq),
+                 lambda: (q * cos + rotate_half(q) * cos).backward(dq)),
             )
-            reps = max(20, 200000 // n)
-            cells = [f"{cpu_time_us(theirs, reps) / cpu_time_us(ours, reps):.2f}x" for ours, theirs in pairs]
+            reps = 2 if quick else max(20, 200000 // n)
+            cells = []
+            for node, composite, theirs in contenders:
+                node_us = cpu_time_us(node, reps)
+                composite_us, torch_us = cpu_time_us(composite, reps), cpu_time_us(theirs, reps)
+                cells.append(f"{composite_us / node_us:.2f}x ({torch_us / node_us:.2f}x)")
             print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
 
 
@@ -212,7 +229,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
-    parser.add_argument("--crossover", action="store_true", help="the small-size table behind _decoder.CROSSOVER")
+    parser.add_argument("--crossover", action="store_true", help="the small-size table behind the decoder "
+                        "functions' entries of tilegrad.torch._eager.CROSSOVER")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
     parser.add_argument("--kernel-cpu-time", action="store_true",
                         help="the kernels alone in process CPU time vs the bandwidth probe (1 thread)")
@@ -223,7 +241,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     tilegrad.set_num_threads(torch.get_num_threads())  # the probe calls the core directly
     if args.crossover:
-        crossover_table()
+        crossover_table(args.quick)
         return
     if args.kernel_cpu_time:
         kernel_cpu_time_table()

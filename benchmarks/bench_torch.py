@@ -3,7 +3,7 @@
     python benchmarks/bench_torch.py [--quick] [--reps N] [--json PATH]
     python benchmarks/bench_torch.py --interleaved  # the README's table: tilegrad and torch alternating
     python benchmarks/bench_torch.py --overhead     # per-op overhead at 1K elements (eager, autograd)
-    python benchmarks/bench_torch.py --crossover    # small sizes: where torch's own function wins
+    python benchmarks/bench_torch.py --crossover    # small sizes: where the router's composite wins
 
 Each contender computes the loss (or output) and its gradient with ``torch.autograd.grad`` (autograd
 allocates the gradient, so there is no reused-output mode); times are the minimum over repetitions,
@@ -41,8 +41,10 @@ import torch.nn.functional as F  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
-from tilegrad.torch._autograd import (TilegradBceWithLogits, TilegradCrossEntropy, TilegradEmbedding,  # noqa: E402
-                                      TilegradSilu)
+from tilegrad.torch._bce import TilegradBceWithLogits, _bce_composite  # noqa: E402
+from tilegrad.torch._cross_entropy import TilegradCrossEntropy, _cross_entropy_composite  # noqa: E402
+from tilegrad.torch._embedding import TilegradEmbedding  # noqa: E402
+from tilegrad.torch._silu import TilegradSilu  # noqa: E402
 from tilegrad.torch._tensor import as_numpy  # noqa: E402
 
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -290,8 +292,9 @@ def cross_entropy_saved(rows, classes):
 
 
 def _small_cases(n, dtype, g):
-    """op -> (output of a function, the leaf, tilegrad's node, torch's function, tilegrad.torch's function)
-    for fwd+bwd at about ``n`` elements; elementwise outputs get a contiguous upstream gradient."""
+    """op -> (output of a function, the leaf, tilegrad's node, torch's function, tilegrad.torch's function,
+    the composite the router takes below the crossover) for fwd+bwd at about ``n`` elements;
+    elementwise outputs get a contiguous upstream gradient."""
     x = torch.randn(n, generator=g).to(dtype).requires_grad_()
     y = torch.rand(n, generator=g).to(dtype)
     classes = 1000 if n >= 4000 else 16
@@ -303,16 +306,18 @@ def _small_cases(n, dtype, g):
     table = torch.randn(64, dim, generator=g).to(dtype).requires_grad_()
     ids = torch.randint(0, 64, (max(1, n // dim),), generator=g)
     return {
-        "silu": (lambda f: (f(x), up), x, TilegradSilu.apply, F.silu, tgt.silu),
+        "silu": (lambda f: (f(x), up), x, TilegradSilu.apply, F.silu, tgt.silu, torch._C._nn.silu),
         "cross_entropy": (lambda f: f(logits, target), logits,
                           lambda a, t: TilegradCrossEntropy.apply(a, t, None, "mean", -100, 0.0, 0.0, False)[0],
-                          F.cross_entropy, tgt.cross_entropy),
+                          F.cross_entropy, tgt.cross_entropy,
+                          lambda a, t: _cross_entropy_composite(a, t, None, "mean", -100, 0.0, 0.0, False)[0]),
         "embedding": (lambda f: (f(ids, table), up_rows), table, lambda i, w: TilegradEmbedding.apply(w, i, -1, False),
-                      F.embedding, tgt.embedding),
+                      F.embedding, tgt.embedding, lambda i, w: torch.embedding(w, i, -1, False, False)),
         "binary_cross_entropy_with_logits": (lambda f: f(x, y), x,
                                              lambda a, b: TilegradBceWithLogits.apply(a, b, None, None, 1),
                                              F.binary_cross_entropy_with_logits,
-                                             tgt.binary_cross_entropy_with_logits),
+                                             tgt.binary_cross_entropy_with_logits,
+                                             lambda a, b: _bce_composite(a, b, None, None, "mean")),
     }
 
 
@@ -346,47 +351,54 @@ def overhead_table(reps, n=1024):
     print("| op | dtype | torch us | tilegrad.torch us | overhead us | tilegrad node us | node overhead us |"
           "\n|---|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
-        for op, (loss_of, leaf, node, theirs, ours) in _small_cases(n, dtype, g).items():
-            best = {"torch": float("inf"), "public": float("inf"), "node": float("inf")}
-            for _ in range(reps):
-                for name, fn in (("torch", theirs), ("public", ours), ("node", node)):
-                    best[name] = min(best[name], cpu_us(fwd_bwd(loss_of, leaf, fn), 200, reps=1))
+        for op, (loss_of, leaf, node, theirs, ours, _) in _small_cases(n, dtype, g).items():
+            best = _fastest({"torch": theirs, "public": ours, "node": node}, loss_of, leaf, 200, reps)
             print(f"| {op} | {NAMES[dtype]} | {best['torch']:.1f} | {best['public']:.1f} | "
                   f"{best['public'] - best['torch']:+.1f} | {best['node']:.1f} | {best['node'] - best['torch']:+.1f} |",
                   flush=True)
 
 
-def crossover_table(reps):
-    """tilegrad's node (whatever the size) vs torch's function, forward + backward, 1 thread, 1K..1M
-    elements: ratio torch / tilegrad (> 1: tilegrad faster); where it passes 1 is functional.CROSSOVER.
-    Then cross entropy with few classes (N=65536)."""
+def crossover_table(reps, quick=False):
+    """tilegrad's node (whatever the size) vs the composite the router takes below the crossover
+    (torch ops with the kernel's numerics: 16-bit tensors widened to float32, each result rounded once)
+    and vs torch's own function, forward + backward, 1 thread, 1K..1M elements. Each cell: composite /
+    node (> 1: the node faster; where it passes 1 is the CROSSOVER entry, tilegrad.torch._eager), then
+    torch / node in parentheses. Then cross entropy with few classes (N=65536). ``quick``: the two
+    smallest sizes and N=1024 (a smoke run, not a measurement)."""
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(7)
     ops = list(_small_cases(1024, torch.float32, g))
+    print("composite / node (torch / node)\n")
     print("| dtype | elements | " + " | ".join(ops) + " |\n|---|---|" + "---|" * len(ops))
     for dtype in (torch.float32, torch.bfloat16):
-        for n in (1024, 4096, 16384, 65536, 262144, 1 << 20):
+        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144, 1 << 20):
             calls = max(3, 100000 // n)
             cells = []
-            for loss_of, leaf, node, theirs, _ in _small_cases(n, dtype, g).values():
-                mine, torch_us = float("inf"), float("inf")
-                for _ in range(reps):
-                    mine = min(mine, cpu_us(fwd_bwd(loss_of, leaf, node), calls, reps=1))
-                    torch_us = min(torch_us, cpu_us(fwd_bwd(loss_of, leaf, theirs), calls, reps=1))
-                cells.append(f"{torch_us / mine:.2f}x")
+            for loss_of, leaf, node, theirs, _, composite in _small_cases(n, dtype, g).values():
+                best = _fastest({"node": node, "composite": composite, "torch": theirs}, loss_of, leaf, calls, reps)
+                cells.append(f"{best['composite'] / best['node']:.2f}x ({best['torch'] / best['node']:.2f}x)")
             print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
-    print("\n| dtype | cross_entropy N=65536, C = | torch ms | tilegrad node ms | torch / tilegrad |\n|---|---|---|---|---|")
+    rows = 1024 if quick else 65536
+    print(f"\n| dtype | cross_entropy N={rows}, C = | composite ms | torch ms | tilegrad node ms | composite / node "
+          "| torch / node |\n|---|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
         for classes in (2, 16, 64, 256):
-            x = torch.randn(65536, classes, generator=g).to(dtype).requires_grad_()
-            t = torch.randint(0, classes, (65536,), generator=g)
-            node = lambda a, b: TilegradCrossEntropy.apply(a, b, None, "mean", -100, 0.0, 0.0, False)[0]  # noqa: E731
-            mine, torch_us = float("inf"), float("inf")
-            for _ in range(reps):
-                mine = min(mine, cpu_us(fwd_bwd(lambda f: f(x, t), x, node), 3, reps=1))
-                torch_us = min(torch_us, cpu_us(fwd_bwd(lambda f: f(x, t), x, F.cross_entropy), 3, reps=1))
-            print(f"| {NAMES[dtype]} | {classes} | {torch_us / 1e3:.2f} | {mine / 1e3:.2f} | {torch_us / mine:.2f}x |",
-                  flush=True)
+            x = torch.randn(rows, classes, generator=g).to(dtype).requires_grad_()
+            t = torch.randint(0, classes, (rows,), generator=g)
+            loss_of, leaf, node, theirs, _, composite = _small_cases(1024, dtype, g)["cross_entropy"]
+            best = _fastest({"node": node, "composite": composite, "torch": theirs}, lambda f: f(x, t), x, 3, reps)
+            print(f"| {NAMES[dtype]} | {classes} | {best['composite'] / 1e3:.2f} | {best['torch'] / 1e3:.2f} | "
+                  f"{best['node'] / 1e3:.2f} | {best['composite'] / best['node']:.2f}x | "
+                  f"{best['torch'] / best['node']:.2f}x |", flush=True)
+
+
+def _fastest(contenders, loss_of, leaf, calls, reps):
+    """name -> the minimum over ``reps`` interleaved rounds of each contender's CPU us per fwd+bwd call."""
+    best = {name: float("inf") for name in contenders}
+    for _ in range(reps):
+        for name, fn in contenders.items():
+            best[name] = min(best[name], cpu_us(fwd_bwd(loss_of, leaf, fn), calls, reps=1))
+    return best
 
 
 def markdown(header, rows):
@@ -407,11 +419,14 @@ def main():
                         "followed by torch's, alternating, each timed (with its minor page faults)")
     parser.add_argument("--overhead", action="store_true", help="only the per-op overhead table (1K elements)")
     parser.add_argument("--crossover", action="store_true", help="only the small-size table behind "
-                        "tilegrad.torch.functional.CROSSOVER")
+                        "tilegrad.torch._eager.CROSSOVER")
     args = parse_args(parser)
     if args.overhead or args.crossover:
         print(f"# 1 thread, process CPU time, load average {os.getloadavg()[0]:.2f}")
-        (overhead_table if args.overhead else crossover_table)(args.reps)
+        if args.overhead:
+            overhead_table(args.reps)
+        else:
+            crossover_table(args.reps, quick=args.quick)
         return
     if args.threads:
         torch.set_num_threads(args.threads)

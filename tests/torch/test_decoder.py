@@ -10,7 +10,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
-from tilegrad.torch import _decoder  # noqa: E402
+from tilegrad.torch import _rope  # noqa: E402
+from tilegrad.torch._eager import CROSSOVER  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size")
   # tests/torch/conftest.py
@@ -18,11 +19,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size"
 
 def test_below_the_crossover_torchs_composite_runs(monkeypatch):
     for op in ("rms_norm", "silu_mul", "swiglu"):
-        monkeypatch.setitem(_decoder.CROSSOVER, op, {torch.float32: 1 << 20})
+        monkeypatch.setitem(CROSSOVER, op, {torch.float32: 1 << 20})
     x = torch.randn(4, 32, requires_grad=True)
     for out in (tgt.rms_norm(x, (32,)), tgt.silu_mul(x, x), tgt.swiglu(x)):
         assert not type(out.grad_fn).__name__.startswith("Tilegrad")
-    monkeypatch.setitem(_decoder.CROSSOVER, "silu_mul", {})
+    monkeypatch.setitem(CROSSOVER, "silu_mul", {})
     assert type(tgt.silu_mul(x, x).grad_fn).__name__ == "TilegradSiluMulBackward"
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -217,7 +218,7 @@ def test_rotary_position_embedding_matches_the_vendor_formulas(dtype, mode, trig
     x, cos, sin, dy = rope_inputs((2, 3, 6, 16), trig_shape, dtype, trig_grad=True)
     out, (dx, dcos, dsin) = grads_of(lambda a, c, s: tgt.rotary_position_embedding(a, c, s, mode), [x, cos, sin], dy)
     ref_in = [leaf(t.detach().double(), torch.float64) for t in (x, cos, sin)]
-    outr, (dxr, dcosr, dsinr) = grads_of(lambda a, c, s: _decoder._rope_composite(a, c, s, mode), ref_in, dy.double())
+    outr, (dxr, dcosr, dsinr) = grads_of(lambda a, c, s: _rope._rope_composite(a, c, s, mode), ref_in, dy.double())
     assert_close_to(out, outr, dtype)
     assert_close_to(dx, dxr, dtype, scale=2)
     assert dcos.shape == cos.shape and dsin.shape == sin.shape
@@ -260,7 +261,7 @@ def test_rope_bad_mode_and_fallback():
         tgt.rotary_position_embedding(x, cos, sin, 7)
     x3 = x.detach()[0]  # 3-D: torch composite, same formula
     torch.testing.assert_close(tgt.rotary_position_embedding(x3, cos[0], sin[0]),
-                               _decoder._rope_composite(x3, cos[0], sin[0], 0))
+                               _rope._rope_composite(x3, cos[0], sin[0], 0))
 
 
 def test_rope_gradients_are_the_same_for_any_thread_count():
@@ -363,9 +364,9 @@ def _double_backward_cases():
         "silu_mul": (tgt.silu_mul, lambda a, b: F.silu(a) * b, [gate, up]),
         "swiglu": (lambda a: tgt.swiglu(a), lambda a: F.silu(a.chunk(2, -1)[0]) * a.chunk(2, -1)[1], [gate]),
         "rope": (lambda a, c, s: tgt.rotary_position_embedding(a, c, s, 0),
-                 lambda a, c, s: _decoder._rope_composite(a, c, s, 0), [q, angle.cos(), angle.sin()]),
+                 lambda a, c, s: _rope._rope_composite(a, c, s, 0), [q, angle.cos(), angle.sin()]),
         "rope_constant_trig": (lambda a: tgt.rotary_position_embedding(a, angle.cos(), angle.sin(), 1),
-                               lambda a: _decoder._rope_composite(a, angle.cos(), angle.sin(), 1), [q]),
+                               lambda a: _rope._rope_composite(a, angle.cos(), angle.sin(), 1), [q]),
     }
 
 

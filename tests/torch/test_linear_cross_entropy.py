@@ -203,28 +203,47 @@ def test_patch_replaces_and_unpatch_restores_the_torch_module():
 # 5. second derivatives, torch.func
 
 
+def _penalty_grads(fn, x, w, t, reduction):
+    """g = d loss / d x with create_graph=True, then (g**2).sum().backward(): (lin.weight.grad, w.grad)."""
+    x = x.clone().requires_grad_()
+    lin = torch.nn.Linear(x.shape[1], x.shape[1], dtype=x.dtype)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(x.shape[1]) * 0.9)
+        lin.bias.zero_()
+    w = w.clone().requires_grad_()
+    loss = fn(lin(x), w, t, reduction=reduction).sum()
+    (g,) = torch.autograd.grad(loss, x, create_graph=True)
+    g.pow(2).sum().backward()
+    return lin.weight.grad, w.grad
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "crossover"])
 def test_input_gradient_penalty_matches_torch(reduction, kernel, monkeypatch):
-    """g = d loss / d x with create_graph=True, then (g**2).sum().backward(): lin.weight.grad as torch's."""
+    """An input-gradient penalty's gradients as torch's (float64)."""
     if kernel:
         monkeypatch.setitem(CROSSOVER, "linear_cross_entropy", {})
     x, w, t = _problem()
+    got = _penalty_grads(tgt.linear_cross_entropy, x, w, t, reduction)
+    want = _penalty_grads(F.linear_cross_entropy, x.double(), w.double(), t, reduction)
+    for a, b in zip(got, want):
+        assert a is not None and b is not None
+        torch.testing.assert_close(a.double(), b, **TOL)
 
-    def penalty(fn, x, w):
-        x = x.clone().requires_grad_()
-        lin = torch.nn.Linear(x.shape[1], x.shape[1], dtype=x.dtype)
-        with torch.no_grad():
-            lin.weight.copy_(torch.eye(x.shape[1]) * 0.9)
-            lin.bias.zero_()
-        w = w.clone().requires_grad_()
-        loss = fn(lin(x), w, t, reduction=reduction).sum()
-        (g,) = torch.autograd.grad(loss, x, create_graph=True)
-        g.pow(2).sum().backward()
-        return lin.weight.grad, w.grad
 
-    got = penalty(tgt.linear_cross_entropy, x, w)
-    want = penalty(F.linear_cross_entropy, x.double(), w.double())
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.usefixtures("kernels_at_every_size")  # (tests/torch/conftest.py) cross_entropy's node too
+def test_input_gradient_penalty_with_torch_functional_routed_to_tilegrad(reduction):
+    """After tgt.enable(), F.cross_entropy is tilegrad's, whose node refuses second derivatives: the
+    second-derivative path recomputes through torch's own cross entropy, so the penalty still matches
+    torch's (float64, computed before enable)."""
+    x, w, t = _problem()
+    want = _penalty_grads(F.linear_cross_entropy, x.double(), w.double(), t, reduction)
+    tgt.enable()
+    try:
+        got = _penalty_grads(tgt.linear_cross_entropy, x, w, t, reduction)
+    finally:
+        tgt.disable()
     for a, b in zip(got, want):
         assert a is not None and b is not None
         torch.testing.assert_close(a.double(), b, **TOL)

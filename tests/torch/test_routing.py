@@ -70,6 +70,44 @@ def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
     assert any(n.startswith("tilegrad.") for n in traced), traced
 
 
+# The family module each public function lives in (issue 30: one module per operator family).
+FAMILY = {"silu": "_silu", "cross_entropy": "_cross_entropy", "embedding": "_embedding",
+          "binary_cross_entropy_with_logits": "_bce", "linear_cross_entropy": "_linear_cross_entropy",
+          "rms_norm": "_rms_norm", "silu_mul": "_swiglu", "swiglu": "_swiglu", "rotary_position_embedding": "_rope",
+          "apply_rotary_pos_emb": "_rope"}
+KERNEL_NODES = ("Tilegrad", "LinearCrossEntropyFunction")
+
+
+@pytest.mark.parametrize("name", sorted(_small_calls()))
+def test_every_function_takes_the_path_the_router_gives(name, monkeypatch):
+    """Whatever the size, the path is the router's: its family module's ``route`` answering KERNEL gives
+    tilegrad's eager node, COMPOSITE and TORCH give torch's ops only."""
+    import importlib
+    family = importlib.import_module(f"tilegrad.torch.{FAMILY[name]}")
+    fn, *args = _small_calls()[name]
+    nodes = {}
+    for path in (Path.KERNEL, Path.COMPOSITE, Path.TORCH):
+        monkeypatch.setattr(family, "route", lambda *a, _path=path, **k: _path)
+        nodes[path] = autograd_node_names(fn(*args))
+    assert any(n.startswith(KERNEL_NODES) for n in nodes[Path.KERNEL]), nodes[Path.KERNEL]
+    for path in (Path.COMPOSITE, Path.TORCH):
+        assert not any(n.startswith(KERNEL_NODES) for n in nodes[path]), (path, nodes[path])
+
+
+def test_family_modules_import_no_other_familys_names():
+    """A family module imports the shared machinery (_eager, _library, _tensor) and the core, never
+    another family module."""
+    import ast
+    import pathlib
+    import tilegrad.torch
+    shared = {"_eager", "_library", "_tensor"}
+    folder = pathlib.Path(tilegrad.torch.__file__).parent
+    for module in sorted(set(FAMILY.values())):
+        tree = ast.parse((folder / f"{module}.py").read_text())
+        local = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
+        assert local <= shared, (module, local - shared)
+
+
 def test_route_order(monkeypatch):
     """Unsupported first, then compiling, then torch.func / the crossover, then the kernel."""
     monkeypatch.setitem(CROSSOVER, "silu", {torch.float32: 100})

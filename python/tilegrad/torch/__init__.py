@@ -39,8 +39,10 @@ _require_torch(torch.__version__)
 from . import nn
 from ._attention import scaled_dot_product_attention
 from ._linear import linear
-from ._decoder import apply_rotary_pos_emb, rms_norm, rotary_position_embedding, silu_mul, swiglu
 from . import optim  # tilegrad.torch.optim.AdamW
+from ._rms_norm import rms_norm
+from ._rope import apply_rotary_pos_emb, rotary_position_embedding
+from ._swiglu import silu_mul, swiglu
 from ._tensor import empty_cache
 from .functional import binary_cross_entropy_with_logits, cross_entropy, embedding, linear_cross_entropy, silu
 from .patching import PatchSummary, disable, enable, patch, unpatch

@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from .. import _core
 from ._eager import Path, needs_autograd, recompute_grads, route, rounded_once
 from ._eager import on_kernel_path
-from ._ops import _define
+from ._library import define
 from ._tensor import as_numpy, new_output
 from ._threads import sync_threads
 
@@ -150,10 +150,10 @@ def _flash_attention_grad(ctx, grad: Tensor, unused_grad_max: Tensor, unused_gra
     return dq, dk, dv, None, None, None
 
 
-_define("flash_attention(Tensor query, Tensor key, Tensor value, Tensor? masked, bool is_causal, float scale)"
+define("flash_attention(Tensor query, Tensor key, Tensor value, Tensor? masked, bool is_causal, float scale)"
         " -> (Tensor, Tensor, Tensor)", _flash_attention_impl, _flash_attention_fake,
         (_flash_attention_grad, _flash_attention_setup))
-_define("flash_attention_backward(Tensor grad, Tensor query, Tensor key, Tensor value, Tensor out, "
+define("flash_attention_backward(Tensor grad, Tensor query, Tensor key, Tensor value, Tensor out, "
         "Tensor softmax_max, Tensor softmax_sum, Tensor? masked, bool is_causal, float scale) "
         "-> (Tensor, Tensor, Tensor)", _flash_attention_backward_impl, _flash_attention_backward_fake)
 

@@ -24,8 +24,18 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from ._tensor import unsupported_reason
+
+# torch's own functions, captured before tilegrad.torch.enable() can reroute torch.nn.functional:
+# every fallback and composite calls these, never the (possibly rerouted) module attribute.
+TORCH_FUNCTIONS = {
+    name: getattr(F, name)
+    for name in ("silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy",
+                 "rms_norm")
+    if hasattr(F, name)
+}
 
 # Tensor types handed to the core: a subclass (DTensor, a tensor wrapper) keeps its own dispatch.
 _PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
@@ -78,6 +88,9 @@ CROSSOVER = {
     # benchmarks/bench_torch_linear_cross_entropy.py --only small: multiply-adds rows x H x V. 16-bit:
     # the kernel at every size (the composite would widen the (V, H) weight to float32).
     "linear_cross_entropy": {_F32: 1 << 25},
+    # benchmarks/bench_linear.py: multiply-adds rows x in_features x out_features of float32 layers
+    # (16-bit layers keep torch's F.linear: its own oneDNN bf16 GEMM is as fast).
+    "linear": {_F32: 1 << 23},
 }
 
 
@@ -139,6 +152,15 @@ def fixed_order_sum(t: Tensor) -> Tensor:
     return flat.sum()
 
 
+def reduced(values: Tensor, reduction: str, mean_divisor) -> Tensor:
+    """``values`` as they are ("none"), summed, or summed and divided by ``mean_divisor`` ("mean"); the
+    sum in a fixed order (the same for any thread count)."""
+    if reduction == "none":
+        return values
+    total = fixed_order_sum(values)
+    return total / mean_divisor if reduction == "mean" else total
+
+
 def recompute_grads(fn, inputs: Sequence[Optional[Tensor]], grads: Sequence[Optional[Tensor]]) -> List:
     """Gradients of the differentiable composite ``fn(*inputs)`` w.r.t. the inputs that require grad,
     with ``create_graph=True`` (a backward run under grad mode: higher-order gradients); None elsewhere."""
@@ -154,3 +176,40 @@ def recompute_grads(fn, inputs: Sequence[Optional[Tensor]], grads: Sequence[Opti
         for i, g in zip(wanted, found):
             result[i] = g
     return result
+
+
+# ---------------------------------------------------------------------------------------------------
+# Arguments the loss functions share (torch's conventions)
+
+_INDEX_DTYPES = (torch.int64, torch.int32)
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def requires_grad(t: Optional[Tensor]) -> bool:
+    """An optional operand that requires grad (class weights, pos_weight): torch decides those cases."""
+    return t is not None and t.requires_grad
+
+
+def is_index_tensor(t: Tensor) -> bool:
+    """A class-index / row-index tensor the kernels take: dense CPU int64 or int32."""
+    return t.device.type == "cpu" and t.layout == torch.strided and t.dtype in _INDEX_DTYPES
+
+
+def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: str) -> str:
+    """torch's deprecated size_average/reduce pair mapped to a reduction string, as torch does."""
+    if size_average is None and reduce is None:
+        return reduction
+    from torch.nn import _reduction
+    return _reduction.legacy_get_string(size_average, reduce, emit_warning=True)
+
+
+def check_reduction(op: str, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+
+def autocast_dtype(*tensors: Tensor) -> Optional[torch.dtype]:
+    """The CPU autocast dtype when autocast is on and applies to these tensors, else None."""
+    if torch.is_autocast_enabled("cpu") and all(t.device.type == "cpu" for t in tensors):
+        return torch.get_autocast_dtype("cpu")
+    return None

@@ -27,17 +27,12 @@ from torch.nn import functional as F
 
 from .. import _core
 from ._eager import CROSSOVER, Path, on_kernel_path, recompute_grads, route
-from ._ops import _define, _empty
+from ._library import define, placeholder
 from ._tensor import as_numpy, new_output, optional_numpy
 from ._threads import sync_threads
 
 # torch's own function, captured before anything can reroute torch.nn.functional.
 _TORCH_LINEAR = F.linear
-
-# Eager float32 calls below this many multiply-adds (rows x in_features x out_features) run torch's
-# F.linear: tilegrad's autograd node and hand-off cost more than the faster GEMM saves there.
-# A placeholder until benchmarks/bench_linear.py's LoRA shapes are measured on an idle machine.
-CROSSOVER.setdefault("linear", {torch.float32: 1 << 23})
 
 
 def multiply_adds(input: Tensor, weight: Tensor) -> int:
@@ -111,21 +106,21 @@ def _linear_grad_formula(ctx, grad: Tensor):
     return _linear_backward(ctx, grad, _op_grads)
 
 
-_define("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor", _linear_impl, _linear_fake,
+define("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor", _linear_impl, _linear_fake,
         (_linear_grad_formula, _linear_setup))
 
 
 def _linear_backward_op_impl(grad: Tensor, input: Tensor, weight: Tensor, needs: List[bool]):
     grads = _linear_backward_impl(grad, input, weight, needs)
-    return tuple(_empty(grad) if g is None else g for g in grads)
+    return tuple(placeholder(grad) if g is None else g for g in grads)
 
 
 def _linear_backward_fake(grad, input, weight, needs):
-    return tuple(grad.new_empty(shape) if wanted else _empty(grad)
+    return tuple(grad.new_empty(shape) if wanted else placeholder(grad)
                  for shape, wanted in zip(_gradient_shapes(input, weight), needs))
 
 
-_define("linear_backward(Tensor grad, Tensor input, Tensor weight, bool[] needs) -> (Tensor, Tensor, Tensor)",
+define("linear_backward(Tensor grad, Tensor input, Tensor weight, bool[] needs) -> (Tensor, Tensor, Tensor)",
         _linear_backward_op_impl, _linear_backward_fake)
 
 

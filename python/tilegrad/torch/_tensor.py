@@ -3,6 +3,8 @@
 A CPU strided tensor becomes a NumPy array over the same memory (``Tensor.numpy()``; bfloat16, which
 NumPy cannot name, travels as an int16 view re-labelled ``ml_dtypes.bfloat16``), so the C++ kernels
 read the caller's tensors and write into tensors torch allocated. Nothing is copied.
+
+Every call into the core also hands it torch's thread count (:func:`sync_threads`).
 """
 
 import ctypes
@@ -16,6 +18,8 @@ from typing import Optional, Sequence
 import ml_dtypes
 import numpy as np
 import torch
+
+from .. import _core
 
 # Floating dtypes tilegrad's kernels compute on.
 KERNEL_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -208,3 +212,21 @@ def new_output(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     if nbytes < _POOLED_MIN_BYTES or _pool.limit_bytes == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.from_numpy(_pool.take(nbytes)).view(dtype).view(shape)
+
+
+# ---------------------------------------------------------------------------------------------------
+# One thread knob: tilegrad calls made through tilegrad.torch use torch.get_num_threads(). torch and
+# tilegrad share one GNU OpenMP runtime (same libgomp.so.1) and its thread pool; tilegrad passes its
+# thread count to each parallel region explicitly, so following torch's setting keeps the two from
+# oversubscribing the cores.
+
+
+def sync_threads() -> None:
+    """Give tilegrad torch's current thread count (a no-op when they already agree).
+
+    Compared with tilegrad's own current setting, not with the last value given: a
+    ``tilegrad.set_num_threads(1)`` in between must not make a later ``torch.set_num_threads(2)``
+    look unchanged. Both reads are plain integer getters (well under a microsecond)."""
+    n = torch.get_num_threads()
+    if n != _core.get_num_threads():
+        _core.set_num_threads(n)

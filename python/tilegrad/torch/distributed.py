@@ -34,8 +34,7 @@ import torch.distributed as dist
 
 import tilegrad as _tg
 
-from ._tensor import as_numpy, from_numpy, unsupported_reason
-from ._threads import sync_threads
+from ._tensor import as_numpy, from_numpy, sync_threads, unsupported_reason
 
 __all__ = ["vocab_parallel_cross_entropy", "run_then_exit"]
 

@@ -13,9 +13,9 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from . import _decoder as TD
-from . import _linear as TL
+from ._linear import linear
 from . import functional as TF
+from ._rms_norm import rms_norm
 
 __all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm", "Linear"]
 
@@ -128,7 +128,7 @@ class RMSNorm(torch.nn.RMSNorm):
 
     @torch.jit.unused
     def _tilegrad(self, input: Tensor) -> Tensor:
-        return TD.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
 
 class Linear(torch.nn.Linear):
@@ -142,4 +142,4 @@ class Linear(torch.nn.Linear):
 
     @torch.jit.unused
     def _tilegrad(self, input: Tensor) -> Tensor:
-        return TL.linear(input, self.weight, self.bias)
+        return linear(input, self.weight, self.bias)

@@ -41,8 +41,7 @@ import numpy as np
 import torch
 
 from .. import _core
-from ._tensor import as_numpy
-from ._threads import sync_threads
+from ._tensor import as_numpy, sync_threads
 
 __all__ = ["AdamW"]
 

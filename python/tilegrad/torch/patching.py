@@ -56,7 +56,7 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _torch_module
 
 from . import _attention as TA
-from . import _decoder as TD
+from . import _rms_norm, _rope, _swiglu
 from . import functional as TF
 from . import nn as tnn
 
@@ -290,7 +290,7 @@ def _tilegrad_subclass(cls: type, kind: str) -> type:
     Made once per class and kept as an attribute of this module, so a pickled patched model loads
     again (``__getattr__`` below rebuilds it in a new process)."""
     if kind == "Attention":
-        forward = _with_global(cls.forward, "apply_rotary_pos_emb", TD.apply_rotary_pos_emb)
+        forward = _with_global(cls.forward, "apply_rotary_pos_emb", _rope.apply_rotary_pos_emb)
     else:
         forward = {"RMSNorm": _rms_norm_forward, "MLP": _mlp_forward}[kind](cls)
     name = f"Tilegrad{cls.__name__}"
@@ -321,7 +321,7 @@ def _rms_norm_forward(base: type) -> Callable:
         weight = self.weight
         if weight.dtype != hidden_states.dtype:  # Hugging Face returns weight * x in the promoted dtype
             return base.forward(self, hidden_states)
-        return TD.rms_norm(hidden_states, weight.shape, weight, self.variance_epsilon)
+        return _rms_norm.rms_norm(hidden_states, weight.shape, weight, self.variance_epsilon)
     return forward
 
 
@@ -329,7 +329,7 @@ def _mlp_forward(base: type) -> Callable:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(self.act_fn, _silu_classes()):  # another activation: the model's own forward
             return base.forward(self, x)
-        return self.down_proj(TD.silu_mul(self.gate_proj(x), self.up_proj(x)))
+        return self.down_proj(_swiglu.silu_mul(self.gate_proj(x), self.up_proj(x)))
     return forward
 
 

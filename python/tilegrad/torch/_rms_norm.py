@@ -1,0 +1,141 @@
+"""RMSNorm in PyTorch (``aclnnRmsNorm``, ``aclnnRmsNormGrad``; gamma over the trailing dims, rstd one
+fp32 value per row): ``tilegrad.torch.rms_norm``, forward and backward on tilegrad.
+
+- ``tilegrad::rms_norm`` (autograd on ``tilegrad::rms_norm_grad``): the ``torch.compile`` path.
+- :class:`TilegradRmsNorm`: the eager node, calling the core directly.
+- The composite (below the crossover, under ``torch.func``, and second derivatives): torch's
+  ``F.rms_norm`` on float32, the output rounded once.
+
+Numerics: fp16 / bf16 are widened to fp32 and the output is rounded once; PyTorch's ``F.rms_norm``
+and Hugging Face's RMSNorm round ``x * rstd`` to the input dtype before the weight multiply (two
+roundings), so bf16 results differ from theirs by up to one bf16 ulp.
+"""
+
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .. import _core
+from ._eager import TORCH_FUNCTIONS, Path, on_kernel_path, recompute_grads, rounded_once, route
+from ._library import define
+from ._tensor import as_numpy, new_output, sync_threads
+
+# ---------------------------------------------------------------------------------------------------
+# torch.library ops
+
+
+def _rstd_shape(input: Tensor, gamma: Tensor) -> List[int]:
+    """The vendor's rstd shape: x's leading dims, then ones for the normalized dims."""
+    lead = input.dim() - gamma.dim()
+    return list(input.shape[:lead]) + [1] * gamma.dim()
+
+
+def _rms_norm_impl(input: Tensor, gamma: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
+    sync_threads()
+    y = new_output(input.shape, input.dtype)
+    rstd = new_output(_rstd_shape(input, gamma), torch.float32)
+    _core.rms_norm(as_numpy(input), as_numpy(gamma), eps, as_numpy(y), as_numpy(rstd))
+    return y, rstd
+
+
+def _rms_norm_fake(input, gamma, eps):
+    return input.new_empty(input.shape), input.new_empty(_rstd_shape(input, gamma), dtype=torch.float32)
+
+
+def _rms_norm_setup(ctx, inputs, output) -> None:
+    input, gamma, eps = inputs
+    ctx.eps = eps
+    ctx.save_for_backward(input, output[1], gamma)
+
+
+def _rms_norm_composite(input: Tensor, gamma: Tensor, eps: float) -> Tensor:
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(lambda x, g: TORCH_FUNCTIONS["rms_norm"](x, g.shape, g, eps), input.dtype, input, gamma)
+
+
+def _rms_norm_backward(ctx, grad_y: Tensor, grad_kernel):
+    """The gradient formula of both paths: the kernel (``grad_kernel``), or under grad mode the
+    differentiable composite."""
+    input, rstd, gamma = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        dx, dgamma = recompute_grads(lambda x, g: _rms_norm_composite(x, g, ctx.eps), (input, gamma), (grad_y,))
+        return dx, dgamma, None
+    dx, dgamma = grad_kernel(grad_y, input, rstd, gamma)
+    return dx, (dgamma.to(gamma.dtype) if ctx.needs_input_grad[1] else None), None
+
+
+def _rms_norm_grad_formula(ctx, grad_y: Tensor, unused_grad_rstd: Tensor):
+    return _rms_norm_backward(ctx, grad_y, torch.ops.tilegrad.rms_norm_grad)
+
+
+define("rms_norm(Tensor input, Tensor gamma, float eps) -> (Tensor, Tensor)", _rms_norm_impl, _rms_norm_fake,
+       (_rms_norm_grad_formula, _rms_norm_setup))
+
+
+def _rms_norm_grad_impl(grad_y: Tensor, input: Tensor, rstd: Tensor, gamma: Tensor) -> Tuple[Tensor, Tensor]:
+    sync_threads()
+    dx = new_output(input.shape, input.dtype)
+    dgamma = new_output(gamma.shape, torch.float32)
+    _core.rms_norm_grad(as_numpy(grad_y), as_numpy(input), as_numpy(rstd), as_numpy(gamma), as_numpy(dx),
+                        as_numpy(dgamma))
+    return dx, dgamma
+
+
+def _rms_norm_grad_fake(grad_y, input, rstd, gamma):
+    return input.new_empty(input.shape), gamma.new_empty(gamma.shape, dtype=torch.float32)
+
+
+define("rms_norm_grad(Tensor grad_y, Tensor input, Tensor rstd, Tensor gamma) -> (Tensor, Tensor)",
+       _rms_norm_grad_impl, _rms_norm_grad_fake)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Eager node and public function
+
+
+class TilegradRmsNorm(torch.autograd.Function):
+    """The eager path: the kernels through ``tilegrad._core``, no op dispatch."""
+
+    @staticmethod
+    def forward(ctx, input: Tensor, gamma: Tensor, eps: float) -> Tensor:
+        y, rstd = _rms_norm_impl(input, gamma, eps)
+        _rms_norm_setup(ctx, (input, gamma, eps), (y, rstd))
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y: Tensor):
+        return _rms_norm_backward(ctx, grad_y, _rms_norm_grad_impl)
+
+
+def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
+             eps: Optional[float] = None) -> Tensor:
+    """``F.rms_norm`` with the forward and backward on tilegrad (``aclnnRmsNorm`` / ``aclnnRmsNormGrad``).
+
+    ``y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight``; ``eps=None`` is
+    ``torch.finfo(input.dtype).eps``, as in torch. Backward saves only the input and the fp32 rstd
+    (one float per row) and gives ``weight`` its gradient summed in a fixed order (the same for any
+    thread count). fp16 / bf16: computed in fp32, rounded once (torch rounds twice). A negative
+    ``eps``, which the vendor's kernel refuses, runs torch's ``F.rms_norm`` (its values, NaN where
+    ``mean(x^2) + eps < 0``).
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    supported = (on_kernel_path(input, weight) and bool(shape) and tuple(input.shape[-len(shape):]) == shape
+                 and input.numel() > 0 and (eps is None or eps >= 0)
+                 and (weight is None or (tuple(weight.shape) == shape and _rms_norm_dtypes_ok(input, weight))))
+    path = route(supported, input.dtype, rms_norm=input.numel())
+    if path is Path.TORCH:
+        return TORCH_FUNCTIONS["rms_norm"](input, normalized_shape, weight, eps)
+    if eps is None:
+        eps = torch.finfo(input.dtype).eps
+    gamma = weight if weight is not None else input.new_ones(shape)
+    if path is Path.COMPILE:
+        return torch.ops.tilegrad.rms_norm(input, gamma, float(eps))[0]
+    if path is Path.COMPOSITE:
+        return _rms_norm_composite(input, gamma, float(eps))
+    return TilegradRmsNorm.apply(input, gamma, float(eps))
+
+
+def _rms_norm_dtypes_ok(input: Tensor, weight: Tensor) -> bool:
+    """The vendor's (x, gamma) pairs: gamma of x's dtype, or fp32 gamma for fp16 / bf16 x."""
+    return weight.dtype == input.dtype or weight.dtype == torch.float32
