@@ -26,7 +26,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from .. import _core
-from ._eager import CROSSOVER, Path, on_kernel_path, recompute_grads, route
+from ._eager import Path, on_kernel_path, recompute_grads, route
 from ._library import define, placeholder
 from ._tensor import as_numpy, new_output, optional_numpy
 from ._threads import sync_threads
