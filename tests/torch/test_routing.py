@@ -45,7 +45,15 @@ def _small_calls():
         "rotary_position_embedding": (lambda x, c: tgt.rotary_position_embedding(x, c, c, 1), r(1, 4, 2, 8), cos),
         "apply_rotary_pos_emb": (lambda q, k, c: tgt.apply_rotary_pos_emb(q, k, c, c)[0], r(1, 2, 4, 8),
                                  r(1, 2, 4, 8), cos[:, :, 0]),
+        "linear": (tgt.linear, r(6, 8, dtype=torch.float32), r(4, 8, dtype=torch.float32)),
     }
+
+
+def _calls_without_crossover():
+    """Functions that take the kernel at every size in eager mode (no CROSSOVER entry)."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=g).requires_grad_() for _ in range(3))
+    return {"scaled_dot_product_attention": (tgt.scaled_dot_product_attention, q, k, v)}
 
 
 def _traced_ops(fn, args):
@@ -74,17 +82,17 @@ def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
 FAMILY = {"silu": "_silu", "cross_entropy": "_cross_entropy", "embedding": "_embedding",
           "binary_cross_entropy_with_logits": "_bce", "linear_cross_entropy": "_linear_cross_entropy",
           "rms_norm": "_rms_norm", "silu_mul": "_swiglu", "swiglu": "_swiglu", "rotary_position_embedding": "_rope",
-          "apply_rotary_pos_emb": "_rope"}
+          "apply_rotary_pos_emb": "_rope", "linear": "_linear", "scaled_dot_product_attention": "_attention"}
 KERNEL_NODES = ("Tilegrad", "LinearCrossEntropyFunction")
 
 
-@pytest.mark.parametrize("name", sorted(_small_calls()))
+@pytest.mark.parametrize("name", sorted({**_small_calls(), **_calls_without_crossover()}))
 def test_every_function_takes_the_path_the_router_gives(name, monkeypatch):
     """Whatever the size, the path is the router's: its family module's ``route`` answering KERNEL gives
     tilegrad's eager node, COMPOSITE and TORCH give torch's ops only."""
     import importlib
     family = importlib.import_module(f"tilegrad.torch.{FAMILY[name]}")
-    fn, *args = _small_calls()[name]
+    fn, *args = {**_small_calls(), **_calls_without_crossover()}[name]
     nodes = {}
     for path in (Path.KERNEL, Path.COMPOSITE, Path.TORCH):
         monkeypatch.setattr(family, "route", lambda *a, _path=path, **k: _path)

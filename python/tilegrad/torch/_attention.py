@@ -29,11 +29,9 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from .. import _core
-from ._eager import Path, needs_autograd, recompute_grads, route, rounded_once
-from ._eager import on_kernel_path
+from ._eager import Path, needs_autograd, on_kernel_path, recompute_grads, route, rounded_once
 from ._library import define
-from ._tensor import as_numpy, new_output
-from ._threads import sync_threads
+from ._tensor import as_numpy, new_output, sync_threads
 
 __all__ = ["scaled_dot_product_attention"]
 

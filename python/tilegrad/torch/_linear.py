@@ -28,8 +28,7 @@ from torch.nn import functional as F
 from .. import _core
 from ._eager import Path, on_kernel_path, recompute_grads, route
 from ._library import define, placeholder
-from ._tensor import as_numpy, new_output, optional_numpy
-from ._threads import sync_threads
+from ._tensor import as_numpy, new_output, optional_numpy, sync_threads
 
 # torch's own function, captured before anything can reroute torch.nn.functional.
 _TORCH_LINEAR = F.linear
