@@ -5,6 +5,7 @@ counts; the fallbacks to torch; what autograd saves; opcheck and torch.compile(f
 the tilegrad::flash_attention ops; Hugging Face models patched to attend through it."""
 
 import math
+import re
 
 import pytest
 
@@ -233,15 +234,21 @@ def test_broadcast_batch_runs_torchs_function():
 
 
 @pytest.mark.parametrize("additive", [False, True])
-def test_causal_with_a_mask_applies_both(additive):
+def test_causal_with_a_mask_is_what_the_installed_torch_does(additive):
+    """torch 2.13 applies both, 2.14 refuses the pair: tilegrad gives what the installed torch gives."""
     q, k, v, dy = inputs(2, 4, 2, 21, 30, 8)
     keep = torch.rand(2, 1, 21, 30, generator=torch.Generator().manual_seed(8)) > 0.3
     keep[..., 0] = True
     mask = torch.zeros(keep.shape).masked_fill(~keep, -math.inf) if additive else keep
+    try:
+        want = forward_backward(F.scaled_dot_product_attention, q, k, v, dy, attn_mask=mask, is_causal=True,
+                                enable_gqa=True)
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=re.escape(str(error).splitlines()[0])):
+            forward_backward(tilegrad_sdpa_on_kernel, q, k, v, dy, attn_mask=mask, is_causal=True, enable_gqa=True)
+        return
     got = forward_backward(tilegrad_sdpa_on_kernel, q, k, v, dy, attn_mask=mask, is_causal=True, enable_gqa=True)
     assert_close_to(got, reference_results(q, k, v, dy, keep=keep, is_causal=True), TOL[torch.float32])
-    want = forward_backward(F.scaled_dot_product_attention, q, k, v, dy, attn_mask=mask, is_causal=True,
-                            enable_gqa=True)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
@@ -344,7 +351,7 @@ def test_patched_hf_model_gives_the_unpatched_losses_and_gradients(model_type, p
         attention_mask = torch.ones(2, 11, dtype=torch.long)
         attention_mask[1, :3] = 0  # left padding on the second sequence
     summary = tgt.patch(patched, silu=False, embedding=False, linear_cross_entropy=False, rms_norm=False,
-                        swiglu=False, rope=False)
+                        swiglu=False, rope=False, linear=False)
     assert patched.config._attn_implementation == "tilegrad"
     assert [r.before for r in summary] == ["'sdpa'"]
     calls = []

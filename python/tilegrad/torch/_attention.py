@@ -257,7 +257,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     (``N1 % N2 == 0``, query head ``n`` on kv head ``n // (N1 // N2)``), with no copy of key and value.
     ``attn_mask``: boolean (True = attend) or additive of the query's dtype, broadcastable to
     ``(B, N1, Sq, Skv)``; ``is_causal``: row ``i`` attends to columns ``j <= i`` (top-left aligned,
-    as torch; with a mask too, both apply). A row that attends to nothing gives 0 and no gradient.
+    as torch; with a mask too, torch's function answers, as the installed torch does). A row that attends to nothing gives 0 and no gradient.
 
     Computed in float32 (16-bit tensors widened exactly, the output and each gradient rounded once),
     bit-identical for every thread count. Backward saves only query, key, value, the output and two
@@ -267,8 +267,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     not on the CPU or of another dtype, batch dims that broadcast, and the argument errors torch
     raises (head counts without ``enable_gqa``, mismatched head dims).
     """
-    supported = dropout_p == 0.0 and on_kernel_path(query, key, value) and _shapes_supported(query, key, value,
-                                                                                           enable_gqa)
+    # is_causal with a mask: torch 2.13 applies both, 2.14 refuses; its own function answers as it does.
+    supported = (dropout_p == 0.0 and not (is_causal and attn_mask is not None) and on_kernel_path(query, key, value)
+                 and _shapes_supported(query, key, value, enable_gqa))
     masked = None
     if supported:
         supported, masked = _kernel_mask(attn_mask, query, key)
