@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tilegrad.torch as tgt  # noqa: E402
-from tilegrad.torch import _linear  # noqa: E402
+from tilegrad.torch import _eager, _linear  # noqa: E402
 from tilegrad.torch import nn as tnn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_autocast_keeps_torchs_behaviour(kernels_at_every_size):
 
 
 def test_small_products_run_torchs_linear(monkeypatch):
-    monkeypatch.setitem(_linear.CROSSOVER, "linear", {torch.float32: 1000})
+    monkeypatch.setitem(_eager.CROSSOVER, "linear", {torch.float32: 1000})
     x, w, b = _tensors((4,), 8, 8, seed=7)  # 256 multiply-adds
     assert not _ran_on_kernel(tgt.linear(x, w, b))
     x, w, b = _tensors((4,), 32, 32, seed=7)  # 4096
