@@ -37,8 +37,9 @@ def operator(name: str) -> dict:
 
 
 def trace_name(op: dict) -> str:
-    """The operator's name on its TILEGRAD_VERBOSE line: its aclnn name, else its own."""
-    return op["aclnn"] or op["name"]
+    """The name on the TILEGRAD_VERBOSE line of the operator's NumPy call: its ``trace`` (the operator
+    that NumPy function launches, when it serves several aclnn ones), else its aclnn name, else its own."""
+    return op.get("trace") or op["aclnn"] or op["name"]
 
 
 def sample_array(spec: str, rng: np.random.Generator, float_dtype=np.float32) -> np.ndarray:

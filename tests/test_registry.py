@@ -39,6 +39,9 @@ def test_entries_are_well_formed():
         assert op["dtypes"] and set(op["dtypes"]) <= set(FLOAT_DTYPES), f"{where}: dtypes {op['dtypes']}"
         assert (op["aclnn"] is None) == ("c_abi" not in op), f"{where}: c_abi goes with an aclnn name"
         assert op.get("torch"), f"{where}: no PyTorch equivalent (torch) for the docs' table"
+        if "trace" in op:  # the operator its NumPy function launches: another entry of that function
+            launched = {o["aclnn"] for o in OPERATORS if o["python"] == op["python"] and o is not op}
+            assert op["trace"] in launched, f"{where}: trace {op['trace']!r} is not in {sorted(launched, key=str)}"
         if "c_abi" in op:
             inputs, outputs, written = c_abi_tensors(op)
             assert inputs and written, f"{where}: c_abi has no input or nothing written"

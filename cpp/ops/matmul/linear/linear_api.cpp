@@ -17,6 +17,8 @@ namespace tilegrad::ops {
 namespace {
 
 constexpr const char* kOp = "tilegrad.linear";
+// The TILEGRAD_VERBOSE line names it as the registry does (its `name`), like tilegrad's other operators.
+constexpr const char* kTraceName = "linear";
 
 void validate_inputs(const TensorView& x, const TensorView& weight, const TensorView& bias) {
   linear::require_matrix(kOp, "x", x, "x", x);
@@ -55,7 +57,7 @@ class LinearLaunch final : public core::Launch {
     // A 16-bit output with a bias is summed in an fp32 buffer first: one rounding of x @ w^T + b.
     if (core::present(bias) && x.dtype != DType::kFloat32)
       workspace_bytes_ = static_cast<uint64_t>(out.numel()) * sizeof(float);
-    trace_.record(kOp, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}});
+    trace_.record(kTraceName, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}});
     core::trace_gemm(trace_, x.dtype);
   }
 

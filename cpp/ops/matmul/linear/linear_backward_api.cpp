@@ -20,6 +20,8 @@ namespace tilegrad::ops {
 namespace {
 
 constexpr const char* kOp = "tilegrad.linear_backward";
+// The TILEGRAD_VERBOSE line names it as the registry does (its `name`), like tilegrad's other operators.
+constexpr const char* kTraceName = "linear_backward";
 
 void validate(const TensorView& dy, const TensorView& x, const TensorView& weight, const LinearGrads& g) {
   linear::require_matrix(kOp, "grad_output", dy, "grad_output", dy);
@@ -59,7 +61,7 @@ class LinearBackwardLaunch final : public core::Launch {
       sums_offset_ = core::align64(kOp, "grad_bias partials", blocks_.workspace_bytes());
       workspace_bytes_ = static_cast<uint64_t>(sums_offset_ + dy.shape[1] * int64_t{sizeof(float)});
     }
-    trace_.record(kOp, {{"grad_output", &dy}, {"x", &x}, {"weight", &weight}, {"grad_input", &g.grad_input},
+    trace_.record(kTraceName, {{"grad_output", &dy}, {"x", &x}, {"weight", &weight}, {"grad_input", &g.grad_input},
                         {"grad_weight", &g.grad_weight}, {"grad_bias", &g.grad_bias}});
     core::trace_gemm(trace_, dy.dtype);
   }

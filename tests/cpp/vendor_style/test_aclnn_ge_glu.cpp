@@ -1,9 +1,11 @@
-/* CANN sample for aclnnGeGluV3 and aclnnGeGluV3Backward (C++11, vendor headers only): the vendor documents'
+/* CANN sample for aclnnGeGluV3 and aclnnGeGluV3Backward, and for aclnnGeGlu and aclnnGeGluBackward (the V3
+ * operators without activateLeft: the right half activated) (C++11, vendor headers only): the vendor documents'
  * data, self (2, 2) float32 {0, 1, 2, 3} for the forward and {-2, -1, 0, 1} with gradOutput {-2, -1} and gelu
  * {-2, -1} for the backward, dim -1, approximate 1 (tanh), activateLeft false; then the same with activateLeft
- * true and approximate 0 (erf). Checked against float64 computed here from the documents' formulas: with A, B
- * the halves of each row, out = A * gelu(B) (activateLeft false) or gelu(A) * B, outGelu = gelu of the
- * activated half; gradInput = dy * gelu (linear half) and dy * linear * gelu'(activated half). */
+ * true and approximate 0 (erf); then aclnnGeGlu / aclnnGeGluBackward with approximate 0. Checked against
+ * float64 computed here from the documents' formulas: with A, B the halves of each row, out = A * gelu(B)
+ * (activateLeft false) or gelu(A) * B, outGelu = gelu of the activated half; gradInput = dy * gelu (linear
+ * half) and dy * linear * gelu'(activated half). */
 #include <cmath>
 #include <vector>
 
@@ -26,7 +28,8 @@ double GeluGrad(double x, int64_t approximate) {
   return s + 2.0 * x * s * (1.0 - s) * c * (1.0 + 3.0 * 0.044715 * x * x);  // s = 0.5 (1 + tanh u)
 }
 
-int Forward(aclrtStream stream, int64_t approximate, bool activateLeft) {
+// v3 false: aclnnGeGlu (no activateLeft parameter; activateLeft must be false).
+int Forward(aclrtStream stream, int64_t approximate, bool activateLeft, bool v3) {
   const std::vector<float> selfHostData = {0, 1, 2, 3};
   const int64_t dim = -1;
   SampleTensors tensors;
@@ -36,9 +39,17 @@ int Forward(aclrtStream stream, int64_t approximate, bool activateLeft) {
   CHECK_RET(self && out && outGelu, return 1);
   uint64_t workspaceSize = 0;
   aclOpExecutor* executor = nullptr;
-  const aclnnStatus ret =
-      aclnnGeGluV3GetWorkspaceSize(self, dim, approximate, activateLeft, out, outGelu, &workspaceSize, &executor);
-  CHECK_RET(LaunchAndWait("aclnnGeGluV3", ret, workspaceSize, executor, aclnnGeGluV3, stream) == 0, return 1);
+  int ret = 0;
+  if (v3) {
+    const aclnnStatus status =
+        aclnnGeGluV3GetWorkspaceSize(self, dim, approximate, activateLeft, out, outGelu, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGeGluV3", status, workspaceSize, executor, aclnnGeGluV3, stream);
+  } else {
+    const aclnnStatus status =
+        aclnnGeGluGetWorkspaceSize(self, dim, approximate, out, outGelu, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGeGlu", status, workspaceSize, executor, aclnnGeGlu, stream);
+  }
+  CHECK_RET(ret == 0, return 1);
   std::vector<float> outData, geluData;
   CHECK_RET(tensors.Read(out, &outData) == 0 && tensors.Read(outGelu, &geluData) == 0, return 1);
   std::vector<double> wantOut, wantGelu;
@@ -51,7 +62,8 @@ int Forward(aclrtStream stream, int64_t approximate, bool activateLeft) {
   return CheckClose("out", outData, wantOut, 1e-5, 1e-30) + CheckClose("outGelu", geluData, wantGelu, 1e-5, 1e-30);
 }
 
-int Backward(aclrtStream stream, int64_t approximate, bool activateLeft) {
+// v3 false: aclnnGeGluBackward (no activateLeft parameter; activateLeft must be false).
+int Backward(aclrtStream stream, int64_t approximate, bool activateLeft, bool v3) {
   const std::vector<float> gradOutputHostData = {-2, -1}, selfHostData = {-2, -1, 0, 1}, geluHostData = {-2, -1};
   const int64_t dim = -1;
   SampleTensors tensors;
@@ -62,10 +74,18 @@ int Backward(aclrtStream stream, int64_t approximate, bool activateLeft) {
   CHECK_RET(gradOutput && self && gelu && gradInput, return 1);
   uint64_t workspaceSize = 0;
   aclOpExecutor* executor = nullptr;
-  const aclnnStatus ret = aclnnGeGluV3BackwardGetWorkspaceSize(gradOutput, self, gelu, dim, approximate,
-                                                               activateLeft, gradInput, &workspaceSize, &executor);
-  CHECK_RET(LaunchAndWait("aclnnGeGluV3Backward", ret, workspaceSize, executor, aclnnGeGluV3Backward, stream) == 0,
-            return 1);
+  int ret = 0;
+  if (v3) {
+    const aclnnStatus status = aclnnGeGluV3BackwardGetWorkspaceSize(gradOutput, self, gelu, dim, approximate,
+                                                                    activateLeft, gradInput, &workspaceSize, &executor);
+    ret = LaunchAndWait("aclnnGeGluV3Backward", status, workspaceSize, executor, aclnnGeGluV3Backward, stream);
+  } else {
+    const aclnnStatus status =
+        aclnnGeGluBackwardGetWorkspaceSize(gradOutput, self, gelu, dim, approximate, gradInput, &workspaceSize,
+                                           &executor);
+    ret = LaunchAndWait("aclnnGeGluBackward", status, workspaceSize, executor, aclnnGeGluBackward, stream);
+  }
+  CHECK_RET(ret == 0, return 1);
   std::vector<float> result;
   CHECK_RET(tensors.Read(gradInput, &result) == 0, return 1);
   std::vector<double> want(4);
@@ -80,7 +100,8 @@ int Backward(aclrtStream stream, int64_t approximate, bool activateLeft) {
 }
 
 int DocumentSample(aclrtStream stream) {
-  return Forward(stream, 1, false) + Backward(stream, 1, false) + Forward(stream, 0, true) + Backward(stream, 0, true);
+  return Forward(stream, 1, false, true) + Backward(stream, 1, false, true) + Forward(stream, 0, true, true) +
+         Backward(stream, 0, true, true) + Forward(stream, 0, false, false) + Backward(stream, 0, false, false);
 }
 
 }  // namespace
