@@ -32,6 +32,7 @@ from ._fused_linear_cross_entropy import (
     fused_linear_cross_entropy_plan,
     fused_linear_online_max_sum,
 )
+from ._add_rms_norm import add_rms_norm, add_rms_norm_backward
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
@@ -44,6 +45,8 @@ __version__ = _metadata.version("tilegrad")
 __all__ = [
     "__version__",
     "active_isa",
+    "add_rms_norm",
+    "add_rms_norm_backward",
     "adamw_grad_norm",
     "apply_adam_w",
     "binary_cross_entropy_with_logits",

@@ -9,6 +9,7 @@
 #include "tilegrad/fused_linear_cross_entropy.hpp"
 #include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/reduction.hpp"
+#include "tilegrad/add_rms_norm.hpp"
 #include "tilegrad/rms_norm.hpp"
 #include "tilegrad/rotary_position_embedding.hpp"
 #include "tilegrad/runtime.hpp"
