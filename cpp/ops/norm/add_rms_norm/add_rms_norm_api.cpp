@@ -115,7 +115,7 @@ class AddRmsNormLaunch final : public core::Launch {
     if (t.rows == 0) return;
     char* ws = static_cast<char*>(workspace);
     float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
-    gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(dtype_, p)); });
+    gamma_.widen_to_float(0, dtype_, g);
     const float inv_n = 1.0f / static_cast<float>(t.cols);
     core::parallel_for(t.num_tiles, t.threads, [&](int64_t tile) {
       // Packed rows: x1's scratch row becomes xOut's, x2's becomes y's (the kernel allows both aliases).

@@ -146,7 +146,7 @@ class RmsNormGradLaunch final : public core::Launch {
     }
     char* ws = static_cast<char*>(workspace);
     float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
-    gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
+    gamma_.widen_to_float(0, gamma_dtype_, g);
     char* partials = ws + t.partials_offset;
     const float inv_n = 1.0f / static_cast<float>(t.cols);
     core::parallel_for(t.blocks.num_blocks, t.threads, [&](int64_t b) {
