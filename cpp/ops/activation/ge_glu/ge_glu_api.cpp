@@ -1,5 +1,5 @@
 // aclnnGeGluV3 (and aclnnGeGlu, its activateLeft = false form): validation (README.md, specification
-// section 12), launch, native C++ API and C ABI.
+// section 13), launch, native C++ API and C ABI.
 #include <memory>
 #include <utility>
 

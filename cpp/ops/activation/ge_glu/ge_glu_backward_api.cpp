@@ -1,5 +1,5 @@
 // aclnnGeGluV3Backward (and aclnnGeGluBackward, its activateLeft = false form): validation
-// (ge_glu_backward.md, specification section 12), launch, native C++ API and C ABI. Elementwise over
+// (ge_glu_backward.md, specification section 13), launch, native C++ API and C ABI. Elementwise over
 // the halves with two outputs (the halves of gradInput).
 #include <memory>
 #include <utility>

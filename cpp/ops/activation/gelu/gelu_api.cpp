@@ -1,5 +1,5 @@
 // aclnnGelu (the tanh form) and aclnnGeluV2 (erf or tanh): validation (README.md, specification
-// section 11), launch, native C++ API and C ABI.
+// section 12), launch, native C++ API and C ABI.
 #include <memory>
 
 #include "aclnnop/aclnn_gelu.h"

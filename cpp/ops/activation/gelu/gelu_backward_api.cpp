@@ -1,5 +1,5 @@
 // aclnnGeluBackward (the tanh form) and aclnnGeluBackwardV2 ("none" | "tanh"): validation
-// (gelu_backward.md, specification section 11), launch, native C++ API and C ABI.
+// (gelu_backward.md, specification section 12), launch, native C++ API and C ABI.
 #include <memory>
 
 #include "aclnnop/aclnn_gelu_backward.h"
