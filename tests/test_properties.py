@@ -21,6 +21,7 @@ from reference.cross_entropy import cross_entropy_loss as ref_forward
 from reference.cross_entropy import cross_entropy_loss_grad as ref_grad
 from reference.embedding import assert_embedding_close as emb_check
 from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, loss_grad, online_max_sum
+from reference import add_rms_norm as add_rms_ref
 from reference import rms_norm as rms_ref
 from reference import gelu as gelu_ref
 from reference import swi_glu as swiglu_ref
@@ -457,6 +458,56 @@ def test_rms_norm_and_grad(data, lead, norm, nthreads):
     dxr, dgr, dxs, dgs = rms_ref.rms_norm_grad_ref(dy, x, rstd, g)
     rms_ref.assert_close(dx, dxr, dxs, rms_ref.DX_ULPS)
     if x.size == 0:  # no rows: dgamma is NaN (the vendor's 950 behaviour), never a silent zero
+        assert np.isnan(dgamma).all()
+    else:
+        assert (np.abs(dgamma - dgr) <= rms_ref.DGAMMA_REL * dgs + 1e-30).all()
+    assert_guard_intact(dx, dxbuf)
+    assert_guard_intact(dgamma, dgbuf)
+
+
+# ---- add_rms_norm / add_rms_norm_backward -------------------------------------------------------
+
+@given(data=st.data(), lead=shapes(max_dims=3, max_size=24), norm=shapes(min_dims=1, max_dims=2, max_side=9),
+       nthreads=thread_counts)
+def test_add_rms_norm_and_backward(data, lead, norm, nthreads):
+    """gamma over the trailing dims `norm` (x1's dtype); every layout of x1 / x2 / gamma / dy /
+    dresidual and the outputs; dresidual optional."""
+    assume(0 not in norm)
+    tg.set_num_threads(nthreads)
+    shape = list(lead) + list(norm)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    x1 = make_input(data, shape, dtype, data.draw(layout(shape)))
+    x2 = make_input(data, shape, dtype, data.draw(layout(shape)))
+    g = make_input(data, norm, dtype, data.draw(layout(norm)), 0.5, 2)
+    y, ybuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    xo, xbuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    rstd_shape = list(lead) + [1] * len(norm)
+    rstd, rbuf = guarded(rstd_shape, F32, data.draw(layout(rstd_shape, allow_zero_stride=False)))
+    eps = data.draw(st.sampled_from([1e-6, 1e-5, 0.1]))
+    before = snapshot([x1, x2, g])
+    result, err = run_documented(lambda: tg.add_rms_norm(x1, x2, g, eps, out=y, rstd_out=rstd, x_out=xo))
+    assert_unchanged(before, [x1, x2, g])
+    assert err is None, err
+    assert result[0] is y and result[1] is rstd and result[2] is xo
+    yr, rr, ys, xr = add_rms_ref.add_rms_norm_ref(x1, x2, g, eps)
+    np.testing.assert_array_equal(np.asarray(xo).astype(np.float64), xr.astype(np.float64))
+    rms_ref.assert_close(y, yr, ys, rms_ref.Y_ULPS)
+    rms_ref.assert_close(rstd, rr, rr, rms_ref.RSTD_ULPS)
+    for out, buf in ((y, ybuf), (xo, xbuf), (rstd, rbuf)):
+        assert_guard_intact(out, buf)
+
+    dy = make_input(data, shape, dtype, data.draw(layout(shape)))
+    dres = make_input(data, shape, dtype, data.draw(layout(shape))) if data.draw(st.booleans()) else None
+    dx, dxbuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    dgamma, dgbuf = guarded(norm, F32, data.draw(layout(norm, allow_zero_stride=False)))
+    inputs = [a for a in (dy, xo, rstd, g, dres) if a is not None]
+    before = snapshot(inputs)
+    result, err = run_documented(lambda: tg.add_rms_norm_backward(dy, xo, rstd, g, dres, out=dx, dgamma_out=dgamma))
+    assert_unchanged(before, inputs)
+    assert err is None, err
+    dxr, dgr, dxs, dgs = add_rms_ref.add_rms_norm_backward_ref(dy, xo, rstd, g, dres)
+    rms_ref.assert_close(dx, dxr, dxs, rms_ref.DX_ULPS)
+    if xo.size == 0:  # no rows: dgamma is NaN, as rms_norm_grad's
         assert np.isnan(dgamma).all()
     else:
         assert (np.abs(dgamma - dgr) <= rms_ref.DGAMMA_REL * dgs + 1e-30).all()

@@ -271,6 +271,22 @@ def test_rms_norm_lines():
     """)
 
 
+def test_add_rms_norm_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x1 = rng.standard_normal((6, 5, 48)).astype(np.float32)
+    x2 = rng.standard_normal((6, 5, 48)).astype(np.float32)
+    g = rng.standard_normal(48).astype(np.float32)
+    y, rstd, xo = tg.add_rms_norm(x1, x2, g, 1e-6)
+    expect("aclnnAddRmsNorm", {"x1": x1, "x2": x2, "gamma": g, "yOut": y, "rstdOut": rstd, "xOut": xo},
+           _core._rms_norm_tiling(30, 48, 4, False, True, 2, **CACHES))
+    dx, dg = tg.add_rms_norm_backward(x1, xo, rstd, g, x2)
+    expect("add_rms_norm_backward", {"dy": x1, "x": xo, "rstd": rstd, "gamma": g, "dresidual": x2, "dxOut": dx,
+                                     "dgammaOut": dg},
+           _core._rms_norm_grad_tiling(30, 48, 4, False, True, 2, **CACHES))
+    """)
+
+
 def test_swi_glu_lines():
     run_and_check("""
     rng = np.random.default_rng(0)

@@ -31,6 +31,7 @@ from ._fused_linear_cross_entropy import (
     fused_linear_cross_entropy_plan,
     fused_linear_online_max_sum,
 )
+from ._add_rms_norm import add_rms_norm, add_rms_norm_backward
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._ge_glu import ge_glu, ge_glu_backward
 from ._gelu import gelu, gelu_backward
@@ -46,6 +47,8 @@ __version__ = _metadata.version("tilegrad")
 __all__ = [
     "__version__",
     "active_isa",
+    "add_rms_norm",
+    "add_rms_norm_backward",
     "adamw_grad_norm",
     "apply_adam_w",
     "binary_cross_entropy_with_logits",

@@ -1,6 +1,6 @@
 """Independent float64 reference for GELU and GeGLU, forward and backward, written from the vendor's
 documents (aclnnGelu.md, aclnnGeluV2.md, aclnnGeluBackward.md, aclnnGeluBackwardV2.md, aclnnGeGluV3.md,
-aclnnGeGluV3Backward.md; specification sections 11 and 12), never from tilegrad's code:
+aclnnGeGluV3Backward.md; specification sections 12 and 13), never from tilegrad's code:
 
     erf form ("none", 0):  gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)),
                            gelu'(x) = 1/2 + 1/2 erf(x / sqrt 2) + x / sqrt(2 pi) * exp(-x^2 / 2)

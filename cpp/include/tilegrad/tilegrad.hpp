@@ -12,6 +12,7 @@
 #include "tilegrad/ge_glu.hpp"
 #include "tilegrad/gelu.hpp"
 #include "tilegrad/reduction.hpp"
+#include "tilegrad/add_rms_norm.hpp"
 #include "tilegrad/rms_norm.hpp"
 #include "tilegrad/rotary_position_embedding.hpp"
 #include "tilegrad/runtime.hpp"

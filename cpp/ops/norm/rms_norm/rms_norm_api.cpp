@@ -110,7 +110,7 @@ class RmsNormLaunch final : public core::Launch {
     if (t.rows == 0) return;
     char* ws = static_cast<char*>(workspace);
     float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
-    gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
+    gamma_.widen_to_float(0, gamma_dtype_, g);
     if (offset_ != 0.0f)  // skipped at 0, so that a -0 weight keeps its sign as in aclnnRmsNorm
       for (int64_t i = 0; i < t.cols; ++i) g[i] += offset_;
     const float inv_n = 1.0f / static_cast<float>(t.cols);

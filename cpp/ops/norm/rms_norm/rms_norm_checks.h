@@ -15,9 +15,16 @@ namespace tilegrad::ops::rms {
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
+// Shape rules fail as the vendor's tiling checks do (561002), or with `code` where the vendor checks
+// them in a hand-written aclnn layer (aclnnAddRmsNorm: 161002).
+template <class... Parts>
+void check_shape_as(Status code, bool ok, const Parts&... parts) {
+  if (!ok) core::fail(code, parts...);
+}
+
 template <class... Parts>
 void check_shape(bool ok, const Parts&... parts) {
-  if (!ok) core::fail(Status::kInnerTilingError, parts...);
+  check_shape_as(Status::kInnerTilingError, ok, parts...);
 }
 
 // gamma's dtype: x's, or float32 when x is float16 / bfloat16 (the vendor's five tuples).
@@ -27,21 +34,24 @@ inline void require_gamma_dtype(const char* op, const TensorView& gamma, const T
               dtype_name(x.dtype), ") or float32, got ", dtype_name(gamma.dtype));
 }
 
-inline void require_rank_1_to_8(const char* op, const char* arg, const TensorView& t) {
-  check_shape(t.rank() >= 1 && t.rank() <= kMaxDims, op, ": ", arg, " rank must be in [1, 8], got ", t.rank());
+inline void require_rank_1_to_8(const char* op, const char* arg, const TensorView& t,
+                                Status code = Status::kInnerTilingError) {
+  check_shape_as(code, t.rank() >= 1 && t.rank() <= kMaxDims, op, ": ", arg, " rank must be in [1, 8], got ", t.rank());
 }
 
-// gamma: rank 1..rank(x), no zero dim, equal to x's trailing dims. Returns k = rank(gamma).
-inline int require_gamma_shape(const char* op, const TensorView& gamma, const char* x_arg, const TensorView& x) {
-  require_rank_1_to_8(op, "gamma", gamma);
-  check_shape(gamma.rank() <= x.rank(), op, ": gamma rank must be at most ", x_arg, " rank ", x.rank(), ", got ",
-              gamma.rank());
+// gamma: rank 1..rank(x), equal to x's trailing dims, with no zero dim unless `allow_empty`.
+// Returns k = rank(gamma).
+inline int require_gamma_shape(const char* op, const TensorView& gamma, const char* x_arg, const TensorView& x,
+                               Status code = Status::kInnerTilingError, bool allow_empty = false) {
+  require_rank_1_to_8(op, "gamma", gamma, code);
+  check_shape_as(code, gamma.rank() <= x.rank(), op, ": gamma rank must be at most ", x_arg, " rank ", x.rank(),
+                 ", got ", gamma.rank());
   const int k = gamma.rank();
   const std::vector<int64_t> trailing(x.shape.end() - k, x.shape.end());
-  check_shape(gamma.shape == trailing, op, ": gamma shape must equal the trailing dims of ", x_arg, " ",
-              shape_str(trailing), ", got ", shape_str(gamma.shape));
+  check_shape_as(code, gamma.shape == trailing, op, ": gamma shape must equal the trailing dims of ", x_arg, " ",
+                 shape_str(trailing), ", got ", shape_str(gamma.shape));
   for (int64_t d : gamma.shape)
-    check_shape(d > 0, op, ": gamma must not be empty, got shape ", shape_str(gamma.shape));
+    check_shape_as(code, allow_empty || d > 0, op, ": gamma must not be empty, got shape ", shape_str(gamma.shape));
   return k;
 }
 

@@ -16,15 +16,19 @@
 #include "ops/norm/rms_norm/rms_norm_grad_kernel.h"
 #include "ops/norm/rms_norm/rms_norm_grad_tiling.h"
 #include "ops/norm/rms_norm/rms_norm_rows.h"
+#include "tilegrad/add_rms_norm.hpp"
 #include "tilegrad/rms_norm.hpp"
 
 namespace tilegrad::ops {
 namespace {
 
 constexpr const char* kOp = "aclnnRmsNormGrad";
+// AddRmsNorm's fused backward (no vendor operator): aclnnRmsNormGrad whose dx also receives the
+// gradient reaching the residual sum from the residual path.
+constexpr const char* kAddOp = "add_rms_norm_backward";
 
 // Inputs alone. Returns k = rank(gamma).
-int validate_inputs(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma) {
+int validate_inputs(const char* kOp, const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma) {
   core::require_well_formed(kOp, "dy", dy);
   core::require_well_formed(kOp, "x", x);
   core::require_well_formed(kOp, "rstd", rstd);
@@ -46,7 +50,7 @@ int validate_inputs(const TensorView& dy, const TensorView& x, const TensorView&
 }
 
 // The rules that depend on addresses: dxOut may be dy or x itself (in place); nothing else shares memory.
-void check_overlaps(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
+void check_overlaps(const char* kOp, const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
                     const TensorView& dx, const TensorView& dgamma) {
   core::require_no_partial_overlap(kOp, "dxOut", dx, "dy", dy, true);
   core::require_no_partial_overlap(kOp, "dxOut", dx, "x", x, true);
@@ -56,16 +60,15 @@ void check_overlaps(const TensorView& dy, const TensorView& x, const TensorView&
     core::require_no_partial_overlap(kOp, "dgammaOut", dgamma, name, *t, false);
 }
 
-int validate(double weight_offset, const TensorView& dy, const TensorView& x, const TensorView& rstd,
-             const TensorView& gamma,
-             const TensorView& dx, const TensorView& dgamma) {
+int validate(const char* kOp, double weight_offset, const TensorView& dy, const TensorView& x, const TensorView& rstd,
+             const TensorView& gamma, const TensorView& dx, const TensorView& dgamma) {
   core::require_well_formed(kOp, "dxOut", dx);
   core::require_well_formed(kOp, "dgammaOut", dgamma);
   core::require_dtype(kOp, "dy", dy, rms::kFloatTypes);
   core::require_same_dtype(kOp, "x", x, "dy", dy);
   core::require_same_dtype(kOp, "dxOut", dx, "x", x);
   core::require_dtype(kOp, "dgammaOut", dgamma, {DType::kFloat32});
-  const int k = validate_inputs(dy, x, rstd, gamma);
+  const int k = validate_inputs(kOp, dy, x, rstd, gamma);
   core::check(std::isfinite(weight_offset), kOp, ": weight_offset must be finite, got ", weight_offset);
   rms::check_shape(dx.shape == x.shape, kOp, ": dxOut shape must equal x shape ", shape_str(x.shape), ", got ",
                    shape_str(dx.shape));
@@ -73,17 +76,35 @@ int validate(double weight_offset, const TensorView& dy, const TensorView& x, co
                    shape_str(gamma.shape), ", got ", shape_str(dgamma.shape));
   core::require_no_self_overlap(kOp, "dxOut", dx);
   core::require_no_self_overlap(kOp, "dgammaOut", dgamma);
-  check_overlaps(dy, x, rstd, gamma, dx, dgamma);
+  check_overlaps(kOp, dy, x, rstd, gamma, dx, dgamma);
   return k;
+}
+
+// dresidual: dy's dtype and x's shape; it may be dxOut itself (read before dx is written, element by
+// element), and shares memory with nothing else written.
+void validate_residual(const TensorView& dres, const TensorView& x, const TensorView& dx, const TensorView& dgamma) {
+  core::require_well_formed(kAddOp, "dresidual", dres);
+  core::require_same_dtype(kAddOp, "dresidual", dres, "x_out", x);
+  core::check(dres.shape == x.shape, kAddOp, ": dresidual shape must equal x_out shape ", shape_str(x.shape),
+              ", got ", shape_str(dres.shape));
+  core::require_no_partial_overlap(kAddOp, "out", dx, "dresidual", dres, true);
+  core::require_no_partial_overlap(kAddOp, "dgamma_out", dgamma, "dresidual", dres, false);
 }
 
 class RmsNormGradLaunch final : public core::Launch {
  public:
+  // dresidual: nullptr (aclnnRmsNormGrad) or the residual path's gradient added to dx (kAddOp).
   // weight_offset: added to gamma in fp32 for dx (Gemma's `1 + weight`); dgamma does not depend on it.
-  RmsNormGradLaunch(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
-                    const TensorView& dx, const TensorView& dgamma, double weight_offset = 0.0)
-      : dtype_(x.dtype), gamma_dtype_(gamma.dtype), offset_(static_cast<float>(weight_offset)) {
-    const int k = validate(weight_offset, dy, x, rstd, gamma, dx, dgamma);
+  RmsNormGradLaunch(const char* op, const TensorView& dy, const TensorView& x, const TensorView& rstd,
+                    const TensorView& gamma, const TensorView* dresidual, const TensorView& dx, const TensorView& dgamma,
+                    double weight_offset = 0.0)
+      : dtype_(x.dtype), gamma_dtype_(gamma.dtype), offset_(static_cast<float>(weight_offset)),
+        residual_(dresidual != nullptr) {
+    const int k = validate(op, weight_offset, dy, x, rstd, gamma, dx, dgamma);
+    if (residual_) {
+      validate_residual(*dresidual, x, dx, dgamma);
+      dres_ = RowView(*dresidual, k);
+    }
     dy_ = RowView(dy, k);
     x_ = RowView(x, k);
     dx_ = RowView(dx, k);
@@ -91,13 +112,19 @@ class RmsNormGradLaunch final : public core::Launch {
     dgamma_ = RowView(dgamma, k);
     const std::vector<int64_t> lead = rms::leading(x, k);
     rstd_ = RowView::per_row_scalar(rstd, lead);
-    const bool pack = !dy_.dense() || !x_.dense() || !dx_.dense();
+    const bool pack = !dy_.dense() || !x_.dense() || !dx_.dense() || (residual_ && !dres_.dense());
     tiling_ = rms_norm_grad_tiling(rms::product(lead), gamma.numel(), dtype_size(dtype_), pack, dx_.dense(),
                                    core::Platform::current());
     kernel_ = rms_norm_grad_kernel(tiling_.isa);
-    trace_.record(kOp,
-                  {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}, {"dgammaOut", &dgamma}},
-                  tiling_);
+    if (residual_)
+      trace_.record(op,
+                    {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dresidual", dresidual},
+                     {"dxOut", &dx}, {"dgammaOut", &dgamma}},
+                    tiling_);
+    else
+      trace_.record(op,
+                    {{"dy", &dy}, {"x", &x}, {"rstd", &rstd}, {"gamma", &gamma}, {"dxOut", &dx}, {"dgammaOut", &dgamma}},
+                    tiling_);
     if (offset_ != 0.0f) trace_.field("weight_offset", offset_);
   }
 
@@ -106,7 +133,7 @@ class RmsNormGradLaunch final : public core::Launch {
   void bind(const core::Operands& t) override {
     const TensorView &dy = t["dy"], &x = t["x"], &rstd = t["rstd"], &gamma = t["gamma"], &dx = t["dxOut"],
                      &dgamma = t["dgammaOut"];
-    check_overlaps(dy, x, rstd, gamma, dx, dgamma);
+    check_overlaps(kOp, dy, x, rstd, gamma, dx, dgamma);
     dy_.bind(dy.data);
     x_.bind(x.data);
     rstd_.bind(rstd.data);
@@ -125,7 +152,7 @@ class RmsNormGradLaunch final : public core::Launch {
     }
     char* ws = static_cast<char*>(workspace);
     float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
-    gamma_.for_each(0, [&](int64_t i, char* p) { g[i] = static_cast<float>(core::load_float_element(gamma_dtype_, p)); });
+    gamma_.widen_to_float(0, gamma_dtype_, g);
     if (offset_ != 0.0f)  // skipped at 0: aclnnRmsNormGrad's arithmetic unchanged
       for (int64_t i = 0; i < t.cols; ++i) g[i] += offset_;
     char* partials = ws + t.partials_offset;
@@ -134,6 +161,7 @@ class RmsNormGradLaunch final : public core::Launch {
       char* sdy = ws + t.scratch_offset + b * t.scratch_bytes_per_tile;
       char* sx = sdy + t.scratch_row_bytes;
       char* sdx = sx + t.scratch_row_bytes;
+      char* sdres = sdx + t.scratch_row_bytes;
       float* part = t.blocks.partial(partials, b);
       std::memset(part, 0, t.cols * sizeof(float));
       for (int64_t r = t.blocks.begin(b); r < t.blocks.end(b); ++r) {
@@ -141,10 +169,11 @@ class RmsNormGradLaunch final : public core::Launch {
         const char* xr = x_.row(r);
         if (!dy_.dense()) dy_.gather(r, sdy), dyr = sdy;
         if (!x_.dense()) x_.gather(r, sx), xr = sx;
+        const char* dresr = residual_row(r, sdres);
         char* dxr = dx_.dense() ? dx_.row(r) : sdx;
         float rstd;
         std::memcpy(&rstd, rstd_.row(r), 4);
-        kernel_(dtype_, dyr, xr, g, rstd, dxr, part, t.cols, inv_n, t.streaming_stores);
+        kernel_(dtype_, dyr, xr, g, rstd, dresr, dxr, part, t.cols, inv_n, t.streaming_stores);
         if (!dx_.dense()) dx_.scatter(r, sdx);
       }
     });
@@ -158,9 +187,18 @@ class RmsNormGradLaunch final : public core::Launch {
   }
 
  private:
+  // dresidual's row r, gathered into scratch when its rows are not dense; nullptr without a residual.
+  const char* residual_row(int64_t r, char* scratch) const {
+    if (!residual_) return nullptr;
+    if (dres_.dense()) return dres_.row(r);
+    dres_.gather(r, scratch);
+    return scratch;
+  }
+
   DType dtype_, gamma_dtype_;
   float offset_;
-  RowView dy_, x_, dx_, gamma_, dgamma_, rstd_;
+  bool residual_;
+  RowView dy_, x_, dx_, gamma_, dgamma_, rstd_, dres_;
   RmsNormGradTiling tiling_;
   RmsNormGradRowFn kernel_ = nullptr;
 };
@@ -172,14 +210,27 @@ namespace tilegrad {
 
 RmsNormGradOutputSpecs rms_norm_grad_output_specs(const TensorView& dy, const TensorView& x, const TensorView& rstd,
                                                   const TensorView& gamma) {
-  ops::validate_inputs(dy, x, rstd, gamma);
+  ops::validate_inputs(ops::kOp, dy, x, rstd, gamma);
   return {{x.dtype, x.shape}, {DType::kFloat32, gamma.shape}};
 }
 
 void rms_norm_grad(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& gamma,
                    const TensorView& dx, const TensorView& dgamma, double weight_offset) {
-  ops::RmsNormGradLaunch launch(dy, x, rstd, gamma, dx, dgamma, weight_offset);
+  ops::RmsNormGradLaunch launch(ops::kOp, dy, x, rstd, gamma, nullptr, dx, dgamma, weight_offset);
   core::run_now(ops::kOp, launch);
+}
+
+AddRmsNormBackwardOutputSpecs add_rms_norm_backward_output_specs(const TensorView& dy, const TensorView& x_out,
+                                                                 const TensorView& rstd, const TensorView& gamma) {
+  ops::validate_inputs(ops::kAddOp, dy, x_out, rstd, gamma);
+  return {{x_out.dtype, x_out.shape}, {DType::kFloat32, gamma.shape}};
+}
+
+void add_rms_norm_backward(const TensorView& dy, const TensorView& x_out, const TensorView& rstd,
+                           const TensorView& gamma, const TensorView* dresidual, const TensorView& dx,
+                           const TensorView& dgamma) {
+  ops::RmsNormGradLaunch launch(ops::kAddOp, dy, x_out, rstd, gamma, dresidual, dx, dgamma);
+  core::run_now(ops::kAddOp, launch);
 }
 
 }  // namespace tilegrad
@@ -199,8 +250,8 @@ extern "C" aclnnStatus aclnnRmsNormGradGetWorkspaceSize(const aclTensor* dy, con
         core::require_not_null(ops::kOp, "gamma", gamma);
         core::require_not_null(ops::kOp, "dxOut", dxOut);
         core::require_not_null(ops::kOp, "dgammaOut", dgammaOut);
-        return std::make_unique<ops::RmsNormGradLaunch>(t.view("dy", dy), t.view("x", x), t.view("rstd", rstd),
-                                                        t.view("gamma", gamma), t.view("dxOut", dxOut),
+        return std::make_unique<ops::RmsNormGradLaunch>(ops::kOp, t.view("dy", dy), t.view("x", x), t.view("rstd", rstd),
+                                                        t.view("gamma", gamma), nullptr, t.view("dxOut", dxOut),
                                                         t.view("dgammaOut", dgammaOut));
       });
 }

@@ -23,7 +23,7 @@ struct RmsNormGradTiling {
   int64_t gamma_offset = 0;          // workspace: gamma widened to fp32 (N floats)
   int64_t dgamma_offset = 0;         // workspace: dgamma before a scatter into a non-dense dgammaOut (N floats)
   int64_t partials_offset = 0;       // workspace: the blocks' fp32 dgamma partials
-  int64_t scratch_offset = 0;        // workspace: per-tile scratch rows (dy, x, dx) when pack_rows
+  int64_t scratch_offset = 0;        // workspace: per-tile scratch rows (dy, x, dx, dresidual) when pack_rows
   int64_t scratch_row_bytes = 0;     // one scratch row (N elements), a multiple of 64 bytes
   int64_t scratch_bytes_per_tile = 0;
   int64_t workspace_bytes = 0;

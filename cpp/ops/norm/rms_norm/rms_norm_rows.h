@@ -1,14 +1,15 @@
 // The RMSNorm family's view of a tensor as R rows of N elements: the leading dims index rows, the
-// trailing k dims (gamma's rank) are a row. Shared by aclnnRmsNorm and aclnnRmsNormGrad. A row whose
-// elements are dense (row-major, stride 1 after dropping size-1 dims) is handed to the kernels in
-// place; any other row is gathered into / scattered from a contiguous scratch row. Pure address
-// arithmetic: no kernel, no allocation.
+// trailing k dims (gamma's rank) are a row. Shared by aclnnRmsNorm, aclnnRmsNormGrad and
+// aclnnAddRmsNorm. A row whose elements are dense (row-major, stride 1 after dropping size-1 dims) is
+// handed to the kernels in place; any other row is gathered into / scattered from a contiguous
+// scratch row. Pure address arithmetic (and one scalar widening of gamma): no kernel, no allocation.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops {
@@ -73,6 +74,10 @@ class RowView {
   }
   void scatter(int64_t r, const char* buf) const {
     for_each(r, [&](int64_t i, char* p) { std::memcpy(p, buf + i * esize_, esize_); });
+  }
+  // Row r widened to fp32 into out (n floats), from elements of `dtype`: gamma, once per launch.
+  void widen_to_float(int64_t r, DType dtype, float* out) const {
+    for_each(r, [&](int64_t i, char* p) { out[i] = static_cast<float>(core::load_float_element(dtype, p)); });
   }
   // f(i, address of element i) for the elements of row r in row-major order.
   template <class F>
