@@ -40,6 +40,7 @@ from . import nn
 from ._attention import scaled_dot_product_attention
 from ._linear import linear
 from . import optim  # tilegrad.torch.optim.AdamW
+from . import checkpoint  # tilegrad.torch.checkpoint.save / load
 from ._rms_norm import rms_norm
 from ._rope import apply_rotary_pos_emb, rotary_position_embedding
 from ._swiglu import silu_mul, swiglu
@@ -50,6 +51,7 @@ from .patching import PatchSummary, disable, enable, patch, unpatch
 __all__ = [
     "apply_rotary_pos_emb",
     "binary_cross_entropy_with_logits",
+    "checkpoint",
     "cross_entropy",
     "disable",
     "embedding",
