@@ -9,15 +9,19 @@ model on PyTorch's own ops (``TorchOps``) and ``clip_grad_norm_`` + ``torch.opti
 A run writes ``--out``/log.jsonl (with each step's ms) and summary.json; it saves no checkpoint.
 """
 
+import argparse
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
+
+import tilegrad.torch as tgt
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -28,11 +32,16 @@ MAX_GRAD_NORM = 1.0  # tilegrad's AdamW in the example clips to this norm inside
 
 
 class ClippedAdamW(torch.optim.AdamW):
-    """clip_grad_norm_(params, 1.0), then torch's AdamW step: what tgt.optim.AdamW(max_grad_norm=1.0)
+    """clip_grad_norm_(params, max_grad_norm), then torch's fused AdamW step (PyTorch's fastest CPU
+    AdamW; bf16 parameters keep bf16 moments and no masters): what tgt.optim.AdamW(max_grad_norm=...)
     does in its one pass."""
 
+    def __init__(self, params, max_grad_norm=MAX_GRAD_NORM, master_weights=False, **options):
+        super().__init__(params, fused=True, **options)
+        self.max_grad_norm = max_grad_norm
+
     def step(self, closure=None):
-        torch.nn.utils.clip_grad_norm_([p for g in self.param_groups for p in g["params"]], MAX_GRAD_NORM)
+        torch.nn.utils.clip_grad_norm_([p for g in self.param_groups for p in g["params"]], self.max_grad_norm)
         return super().step(closure)
 
 
@@ -42,48 +51,39 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class TorchOps:
-    """PyTorch's own ops for the example's model: the baseline."""
-    name = "pytorch"
+    """PyTorch's own ops for the example's model, under tilegrad.torch's names: the baseline."""
+    optim = SimpleNamespace(AdamW=ClippedAdamW)
 
     @staticmethod
     def embedding(ids, weight):
         return F.embedding(ids, weight)
 
     @staticmethod
-    def rms_norm(x, weight, eps):
-        return F.rms_norm(x, weight.shape, weight, eps)
+    def rms_norm(x, normalized_shape, weight, eps):
+        return F.rms_norm(x, normalized_shape, weight, eps)
 
     @staticmethod
     def silu_mul(gate, up):
         return F.silu(gate) * up
 
     @staticmethod
-    def rope(q, k, cos, sin):
+    def apply_rotary_pos_emb(q, k, cos, sin):
         """Hugging Face's apply_rotary_pos_emb (rotate-half), as Llama computes it."""
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
     @staticmethod
-    def lm_loss(hidden, weight, target):
+    def linear_cross_entropy(hidden, weight, target, filter_tolerance=None, loss_dtype=None):
         """The whole (tokens, vocab) logits, upcast to float32 as Hugging Face's loss does."""
         return F.cross_entropy(F.linear(hidden, weight).float(), target)
 
-    @staticmethod
-    def optimizer(groups, lr, master_weights):
-        """PyTorch's fastest CPU AdamW (fused; bf16 parameters keep bf16 moments and no masters)."""
-        return ClippedAdamW(groups, lr=lr, betas=(0.9, 0.95), fused=True)
 
-
-def make_ops(path: str, tolerance: Optional[float] = None):
-    """The ops of one path; `tolerance`: the filtered path's TAU."""
+def build(args, data, path: str):
+    """(model, optimizer) of one path, from args.seed: the same initial weights on every path; the
+    filtered path is the example with its --filter, the others are exact."""
     if path not in PATHS:
         raise ValueError(f"bench_train_lm: path must be one of {', '.join(PATHS)}, got {path!r}")
-    return TorchOps() if path == "pytorch" else train_lm.TilegradOps(tolerance if path == "filtered" else None)
-
-
-def build(args, data: train_lm.Data, path: str):
-    """(model, optimizer) of one path, from args.seed: the same initial weights on every path."""
-    model = train_lm.build_model(args, data, make_ops(path, args.filter))
-    return model, train_lm.make_optimizer(model, args.lr)
+    exact = argparse.Namespace(**{**vars(args), "filter": args.filter if path == "filtered" else None})
+    return train_lm.build(exact, data.tokenizer.get_vocab_size(), TorchOps if path == "pytorch" else tgt)
 
 
 def timed_step(model, opt, batch, lr: float, dtype: str):
@@ -93,10 +93,10 @@ def timed_step(model, opt, batch, lr: float, dtype: str):
     return loss, (time.perf_counter() - start) * 1e3
 
 
-def filter_stats(ops) -> Dict[str, float]:
+def filter_stats(model) -> Dict[str, float]:
     """The filtered path's last fused LM-head call (the step's): shares of the logits-gradient blocks the
     grad_input / grad_weight products skipped, and the largest dropped fraction of a row's bound."""
-    if not getattr(ops, "filter_tolerance", None):
+    if not model.filter:
         return {}
     import tilegrad
     s = tilegrad.fused_linear_cross_entropy_filter_stats(detail=True)
@@ -143,7 +143,7 @@ def run(args, path: str) -> Dict:
     return summary
 
 
-def train(args, data: train_lm.Data, path: str, write) -> Dict:
+def train(args, data, path: str, write) -> Dict:
     model, opt = build(args, data, path)
     val = train_lm.val_batches(data.val, args.batch_size, args.context, args.eval_batches)
     records = [{"step": 0, "val_loss": train_lm.evaluate(model, val, args.dtype)}]
@@ -155,7 +155,7 @@ def train(args, data: train_lm.Data, path: str, write) -> Dict:
         batch = train_lm.train_batch(data.train, step - 1, args.seed, args.batch_size, args.context)
         loss, ms = timed_step(model, opt, batch, lr, args.dtype)
         step_ms.append(ms)
-        records.append({"step": step, "train_loss": loss, "lr": lr, "ms": ms, **filter_stats(model.ops)})
+        records.append({"step": step, "train_loss": loss, "lr": lr, "ms": ms, **filter_stats(model)})
         write(records[-1])
         if step % args.eval_interval == 0 or step == args.steps:
             records.append({"step": step, "val_loss": train_lm.evaluate(model, val, args.dtype)})
@@ -185,7 +185,7 @@ def main(argv=None) -> Dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in PATHS:
         raise SystemExit(f"_train_lm_runs: the first argument must be one of {', '.join(PATHS)}, got {argv[:1]}")
-    args = train_lm.parse_args(argv[1:])
+    args, _ = train_lm.parse_args(argv[1:])
     if (argv[0] == "filtered") != (args.filter is not None):
         raise SystemExit(f"_train_lm_runs: --filter TAU goes with the filtered path, and only with it (got {argv[0]})")
     try:

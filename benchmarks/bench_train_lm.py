@@ -53,10 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     for action in parser._actions:  # train_lm's flags that do not apply here: not offered in --help
         if action.dest in ("resume", "sample_tokens"):
             action.help = argparse.SUPPRESS
-    parser.add_argument("--timing-rounds", type=train_lm.POSITIVE, default=TIMING_ROUNDS,
+    parser.add_argument("--timing-rounds", type=train_lm.within(1), default=TIMING_ROUNDS,
                         help="rounds of alternating tilegrad / PyTorch steps timed in one process")
     parser.add_argument("--quick", action="store_true", help="a small model for a few seconds (smoke run)")
     _harness.add_json_option(parser)
+    parser.set_defaults(out=Path("runs") / "bench_train_lm")
     return parser
 
 
@@ -65,13 +66,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--quick" in argv:
         argv = QUICK + argv  # argparse keeps the last value typed
-    args = train_lm.parse_args(argv, build_parser())
-    if args.resume:
-        raise train_lm.UsageError("bench_train_lm: --resume does not apply: a benchmark runs both paths afresh "
-                                  "(give a new --out, or --overwrite)")
-    if "out" not in args.given:
-        args.out = Path("runs") / "bench_train_lm"
-    return args
+    if build_parser().parse_args(argv).resume:
+        raise train_lm.UsageError("--resume does not apply: a benchmark runs both paths afresh (give a new --out, "
+                                  "or --overwrite)", "bench_train_lm")
+    return train_lm.parse_args(argv, build_parser())[0]
 
 
 def compared_paths(args: argparse.Namespace) -> Tuple[str, str]:
@@ -90,8 +88,8 @@ def guard_out_dir(args: argparse.Namespace) -> None:
     found = [file for file in run_files(args) if file.exists()]
     if found and not args.overwrite:
         names = ", ".join(str(file.relative_to(args.out)) for file in found)
-        raise train_lm.UsageError(f"bench_train_lm: --out {args.out} already holds results ({names}): --overwrite "
-                                  "replaces them, or give a new --out")
+        raise train_lm.UsageError(f"--out {args.out} already holds results ({names}): --overwrite replaces them, "
+                                  "or give a new --out", "bench_train_lm")
     for file in found:
         file.unlink()
 
@@ -121,7 +119,7 @@ def run_child(cmd: List[str], path: str) -> None:
         raise SystemExit(status)
 
 
-def interleaved_timing(args: argparse.Namespace, data: train_lm.Data) -> Dict[str, Dict[str, float]]:
+def interleaved_timing(args: argparse.Namespace, data) -> Dict[str, Dict[str, float]]:
     """ms per training step of both paths, measured alternately on the same batches in one process:
     min and median over the rounds after one warm-up round."""
     built = {path: runs.build(args, data, path) for path in compared_paths(args)}
@@ -140,7 +138,7 @@ def interleaved_timing(args: argparse.Namespace, data: train_lm.Data) -> Dict[st
     return {path: {"min_ms": min(t), "median_ms": statistics.median(t)} for path, t in times.items()}
 
 
-def report(args: argparse.Namespace, data: train_lm.Data) -> Dict[str, Dict]:
+def report(args: argparse.Namespace, data) -> Dict[str, Dict]:
     """The interleaved timing, loss.png and the table, from the two runs' outputs in args.out."""
     paths = compared_paths(args)
     summaries = {p: json.loads((args.out / p / train_lm.SUMMARY).read_text()) for p in paths}

@@ -115,7 +115,7 @@ class Distributed:
         self.mode = args.parallel
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        if "threads" not in args.given:
+        if args.threads is None:
             # the cores shared by the ranks on this machine
             args.threads = max(1, len(os.sched_getaffinity(0)) // self.local_world)
         sys.excepthook = _explain_lost_rank
@@ -151,20 +151,17 @@ class Distributed:
         if self.local_rank == 0:
             dist.barrier()
 
-    def wrap(self, model: nn.Module) -> nn.Module:
-        """The model as this mode trains it (the same module, sharded, or inside DDP)."""
+    def wrap(self, model: nn.Module, opt: torch.optim.Optimizer) -> nn.Module:
+        """The model as this mode trains it (the same module, sharded, or inside DDP). Vocab mode: the
+        head's rows replace its parameter in `opt` too, and their optimizer state is gathered into /
+        sliced from checkpoints."""
         check_same_model(model, self.rank)
-        self.model = model
+        self.model, self.opt = model, opt
         if self.mode == "vocab":
             self.head = VocabShard(model, self.rank, self.world)
+            self.head.track_optimizer(opt)
             return model
         return DataParallel(model, self.rank, self.world)
-
-    def track_optimizer(self, opt: torch.optim.Optimizer) -> None:
-        """Vocab mode: the optimizer state of the head's rows is gathered into / sliced from checkpoints."""
-        self.opt = opt
-        if self.head is not None:
-            self.head.track_optimizer(opt)
 
     def agreed(self, stop):
         return AgreedStop(stop)
@@ -355,12 +352,13 @@ class ShardedHeadOps:
 
     def __init__(self, ops, start: int, tied: bool) -> None:
         self.inner, self.start, self.tied = ops, start, tied
-        self.name = ops.name
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
-    def lm_loss(self, hidden: torch.Tensor, weight_shard: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def linear_cross_entropy(self, hidden: torch.Tensor, weight_shard: torch.Tensor, target: torch.Tensor,
+                             **_options) -> torch.Tensor:
+        """The loss over the ranks' shards (--filter is refused in this mode; the loss is float32 as asked)."""
         from tilegrad.torch.distributed import vocab_parallel_cross_entropy
         if hidden.dtype != weight_shard.dtype:  # under bf16 autocast, as F.linear would compute
             weight_shard = weight_shard.to(hidden.dtype)
@@ -405,7 +403,7 @@ class VocabShard:
         self.tied = full is model.tok_emb.weight
         self.start, self.end = shard_bounds(self.vocab, world, rank)
         self.keys = ("lm_head.weight", "tok_emb.weight") if self.tied else ("lm_head.weight",)
-        self.weight = nn.Parameter(full.detach()[self.start:self.end].clone())
+        self.full, self.weight = full, nn.Parameter(full.detach()[self.start:self.end].clone())
         model.lm_head.weight = self.weight
         if self.tied:
             model.tok_emb.weight = self.weight
@@ -456,6 +454,10 @@ class VocabShard:
                 state[prefix + key] = tensor[self.start:self.end]
 
     def track_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        """`opt` was built over the whole head: it steps this rank's rows instead (it holds no state yet)."""
+        for group in opt.param_groups:
+            group["params"] = [self.weight if p is self.full else p for p in group["params"]]
+        self.full = None  # the whole head is no longer held anywhere: freed
         params = [p for group in opt.param_groups for p in group["params"]]
         self.index = next(i for i, p in enumerate(params) if p is self.weight)
         opt.register_state_dict_post_hook(self._gather_optimizer_state)

@@ -3,6 +3,7 @@ the same seed, each in its own process (benchmarks/_train_lm_runs.py), then time
 loss.png, summary.md and the harness's JSON line (no timing is asserted, only that it is reported);
 the PyTorch baseline's ops and optimizer against tilegrad's, and the filtered path's statistics."""
 
+import argparse
 import json
 import os
 import signal
@@ -125,7 +126,7 @@ def test_resume_and_unknown_flags_are_refused(tmp_path):
     message = refusal([*QUICK, "--resume", tmp_path])
     assert message.startswith("bench_train_lm: --resume does not apply: a benchmark runs both paths afresh")
     assert "unrecognized arguments: --baseline" in refusal([*QUICK, "--out", tmp_path, "--baseline"])
-    assert "--timing-rounds must be >= 1, got 0" in refusal([*QUICK, "--out", tmp_path, "--timing-rounds", "0"])
+    assert "--timing-rounds must be in [1, inf), got 0" in refusal([*QUICK, "--out", tmp_path, "--timing-rounds", "0"])
 
 
 def test_a_folder_holding_results_is_refused_until_overwrite(tmp_path):
@@ -166,10 +167,16 @@ def test_ctrl_c_stops_the_benchmark_in_one_line(bench_run, tmp_path):
 # The paths compared: PyTorch's own ops and optimizer against the example's tilegrad ones
 # ----------------------------------------------------------------------------------------------------
 
-def tiny_model(path: str, param_dtype: str = "float32"):
-    cfg = train_lm.ModelConfig(vocab=300, context=16, dim=32, layers=1, heads=2, ffn_dim=64, tie=True)
-    torch.manual_seed(0)
-    return train_lm.LanguageModel(cfg, runs.make_ops(path)).to(getattr(torch, param_dtype))
+def ops_of(path: str):
+    import tilegrad.torch as tgt
+    return runs.TorchOps if path == "pytorch" else tgt
+
+
+def tiny_model(path: str, param_dtype: str = "float32", lr: float = 1e-3):
+    """(model, optimizer) of one path: a 300-token vocabulary, one block, seed 0."""
+    args = argparse.Namespace(context=16, dim=32, layers=1, heads=2, ffn_dim=64, tie=1, filter=None, seed=0,
+                              param_dtype=param_dtype, lr=lr)
+    return train_lm.build(args, 300, ops_of(path))
 
 
 @pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
@@ -177,10 +184,10 @@ def test_each_path_steps_with_its_own_adamw_and_clip(param_dtype):
     """tilegrad: tgt.optim.AdamW with the clip fused in (and fp32 masters for bf16 params); PyTorch:
     clip_grad_norm_ then torch.optim.AdamW(fused=True) (bf16 moments for bf16 params)."""
     import tilegrad.torch as tgt
-    ours = train_lm.make_optimizer(tiny_model("tilegrad", param_dtype), 1e-3)
+    ours = tiny_model("tilegrad", param_dtype)[1]
     assert isinstance(ours, tgt.optim.AdamW) and ours.max_grad_norm == runs.MAX_GRAD_NORM == 1.0
     assert ours.master_weights == (param_dtype == "bfloat16")
-    theirs = train_lm.make_optimizer(tiny_model("pytorch", param_dtype), 1e-3)
+    theirs = tiny_model("pytorch", param_dtype)[1]
     assert type(theirs) is runs.ClippedAdamW and isinstance(theirs, torch.optim.AdamW)
     assert theirs.defaults["fused"] is True
     assert [g["weight_decay"] for g in ours.param_groups] == [g["weight_decay"] for g in theirs.param_groups]
@@ -189,8 +196,8 @@ def test_each_path_steps_with_its_own_adamw_and_clip(param_dtype):
 def test_tilegrad_step_clips_like_clip_grad_norm():
     """The same gradients, their norm far above 1 and different at each step (so that skipping or
     misplacing the clip changes Adam's moments): tilegrad's fused step gives clip_grad_norm_ + torch's."""
-    models = {path: tiny_model(path) for path in ("tilegrad", "pytorch")}
-    opts = {path: train_lm.make_optimizer(m, 1e-2) for path, m in models.items()}
+    built = {path: tiny_model(path, lr=1e-2) for path in ("tilegrad", "pytorch")}
+    models, opts = ({path: pair[i] for path, pair in built.items()} for i in (0, 1))
     gen = torch.Generator().manual_seed(1)
     for step in range(3):
         grads = [torch.randn(p.shape, generator=gen) * 10 ** step for p in models["tilegrad"].parameters()]
@@ -209,7 +216,7 @@ def test_bfloat16_first_steps_match(bench_run, flag, value):
     """bf16 autocast, or bf16 parameters (tilegrad: fp32 masters; torch: bf16 AdamW): the first
     losses of both paths agree to bf16 rounding."""
     cache = bench_run[1]
-    args = train_lm.parse_args([*QUICK, "--cache-dir", str(cache), flag, value])
+    args, _ = train_lm.parse_args([*QUICK, "--cache-dir", str(cache), flag, value])
     data = train_lm.prepare_data(None, args.vocab, cache)
     batches = [train_lm.train_batch(data.train, s, 0, args.batch_size, args.context) for s in range(3)]
     losses = {}
@@ -227,7 +234,7 @@ def test_bf16_loss_is_float32_unrounded_on_both_paths(path):
     hidden = torch.randn(64, 32, generator=gen).to(torch.bfloat16)
     weight = (torch.randn(500, 32, generator=gen) * 0.3).to(torch.bfloat16)
     target = torch.randint(0, 500, (64,), generator=gen)
-    loss = runs.make_ops(path).lm_loss(hidden, weight, target)
+    loss = ops_of(path).linear_cross_entropy(hidden, weight, target, loss_dtype=torch.float32)
     logits = hidden.double() @ weight.double().T
     expected = float(torch.nn.functional.cross_entropy(logits, target))
     assert loss.dtype == torch.float32
@@ -246,8 +253,8 @@ def test_filter_trains_within_the_bound_and_logs_the_skipped_blocks(bench_run, t
     tau = 0.6  # (vocabulary 512: four 128-column blocks, each about a quarter of a row's bound sum)
     common = [*QUICK, "--cache-dir", str(cache), "--dim", "256", "--steps", "6", "--eval-interval", "3",
               "--filter", str(tau)]
-    exact = runs.run(train_lm.parse_args(common + ["--out", str(tmp_path / "exact")]), "tilegrad")
-    filtered = runs.run(train_lm.parse_args(common + ["--out", str(tmp_path / "filtered")]), "filtered")
+    exact = runs.run(train_lm.parse_args(common + ["--out", str(tmp_path / "exact")])[0], "tilegrad")
+    filtered = runs.run(train_lm.parse_args(common + ["--out", str(tmp_path / "filtered")])[0], "filtered")
     assert filtered["path"] == "filtered" and filtered["filter_tolerance"] == tau
     assert exact["filter_tolerance"] is None and exact["mean_input_skipped"] is None
     steps = [r for r in train_lm.read_log(tmp_path / "filtered" / train_lm.LOG) if "train_loss" in r]
@@ -269,7 +276,7 @@ def test_the_example_trains_the_filtered_path_too(bench_run, tmp_path, monkeypat
     monkeypatch.setenv("TILEGRAD_FLCE_FILTER_MIN_SKIP", "0")
     common = [*QUICK, "--cache-dir", str(cache), "--dim", "256", "--steps", "4", "--eval-interval", "2",
               "--filter", "0.6", "--sample-tokens", "0"]
-    bench = runs.run(train_lm.parse_args(common + ["--out", str(tmp_path / "bench")]), "filtered")
+    bench = runs.run(train_lm.parse_args(common + ["--out", str(tmp_path / "bench")])[0], "filtered")
     example = train_lm.main(common + ["--out", str(tmp_path / "example")])
     for kind in ("train_loss", "val_loss"):
         assert records(tmp_path / "example" / train_lm.LOG, kind) == records(tmp_path / "bench" / train_lm.LOG, kind)
