@@ -227,37 +227,3 @@ def test_vocabulary_shards_cover_every_row_once(vocab, world):
     assert all(bounds[r][1] == bounds[r + 1][0] for r in range(world - 1))
     sizes = [end - start for start, end in bounds]
     assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
-
-
-# ----------------------------------------------------------------------------------------------------
-# tilegrad.torch.distributed.run_then_exit: the gloo work-around the examples use as entry point
-# ----------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("body, status, stderr_has", [
-    ("pass", 0, None),
-    ("raise SystemExit(3)", 3, None),
-    ("raise SystemExit('example: bad flag')", 1, "example: bad flag"),
-    ("raise ValueError('boom')", 1, "ValueError: boom"),
-])
-def test_run_then_exit_gives_the_status_of_main_after_the_exit_handlers(body, status, stderr_has):
-    """The status the interpreter would give (0, the SystemExit code, 1 after a printed message or a
-    traceback); the atexit handlers have run and the output is flushed before os._exit."""
-    code = ("import atexit, sys\n"
-            "from tilegrad.torch.distributed import run_then_exit\n"
-            "atexit.register(lambda: print('handler ran', flush=True))\n"
-            "def main():\n"
-            "    print('main ran', end='')\n"  # unflushed: run_then_exit must flush it
-            f"    {body}\n"
-            "run_then_exit(main)\n"
-            "print('never reached')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == status, r.stderr
-    assert r.stdout == "main ranhandler ran\n"
-    if stderr_has is not None:
-        assert stderr_has in r.stderr
-
-
-def test_run_then_exit_refuses_a_non_callable():
-    from tilegrad.torch.distributed import run_then_exit
-    with pytest.raises(TypeError, match=r"tilegrad\.torch\.distributed\.run_then_exit: main must be callable, got int"):
-        run_then_exit(3)

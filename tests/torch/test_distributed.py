@@ -1,7 +1,8 @@
 """tilegrad.torch.distributed.vocab_parallel_cross_entropy: 1, 2 and 3 gloo ranks on localhost give the
 loss and gradients of single-process torch cross entropy (float64 on the same rounded inputs), for
 float32 and bfloat16, every reduction, ignore_index, label smoothing and uneven shards; the torchrun
-example trains in step with single-process torch. Skipped only when torch is not installed."""
+example trains in step with single-process torch; run_then_exit (the gloo work-around every rank ends
+through) gives main's exit status after the exit handlers. Skipped only when torch is not installed."""
 
 import os
 import socket
@@ -248,3 +249,37 @@ def test_empty_batch_matches_torch(reduction):
     assert torch.equal(torch.nan_to_num(loss.detach()), torch.nan_to_num(want))
     loss.sum().backward()
     assert weight.grad is not None and not weight.grad.any()
+
+
+# ----------------------------------------------------------------------------------------------------
+# run_then_exit: the gloo work-around, the entry point of every rank of examples/train_lm_distributed.py
+# ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, status, stderr_has", [
+    ("pass", 0, None),
+    ("raise SystemExit(3)", 3, None),
+    ("raise SystemExit('example: bad flag')", 1, "example: bad flag"),
+    ("raise ValueError('boom')", 1, "ValueError: boom"),
+])
+def test_run_then_exit_gives_the_status_of_main_after_the_exit_handlers(body, status, stderr_has):
+    """The status the interpreter would give (0, the SystemExit code, 1 after a printed message or a
+    traceback); the atexit handlers have run and the output is flushed before os._exit."""
+    code = ("import atexit, sys\n"
+            "from tilegrad.torch.distributed import run_then_exit\n"
+            "atexit.register(lambda: print('handler ran', flush=True))\n"
+            "def main():\n"
+            "    print('main ran', end='')\n"  # unflushed: run_then_exit must flush it
+            f"    {body}\n"
+            "run_then_exit(main)\n"
+            "print('never reached')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == status, r.stderr
+    assert r.stdout == "main ranhandler ran\n"
+    if stderr_has is not None:
+        assert stderr_has in r.stderr
+
+
+def test_run_then_exit_refuses_a_non_callable():
+    from tilegrad.torch.distributed import run_then_exit
+    with pytest.raises(TypeError, match=r"tilegrad\.torch\.distributed\.run_then_exit: main must be callable, got int"):
+        run_then_exit(3)
