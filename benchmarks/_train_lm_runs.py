@@ -150,18 +150,26 @@ def train(args, data, path: str, write) -> Dict:
     write(records[0])
     step_ms = []
     memory = PeakMemory()
-    for step in range(1, args.steps + 1):
-        lr = train_lm.learning_rate(step - 1, args.steps, args.lr)
-        batch = train_lm.train_batch(data.train, step - 1, args.seed, args.batch_size, args.context)
-        loss, ms = timed_step(model, opt, batch, lr, args.dtype)
-        step_ms.append(ms)
-        records.append({"step": step, "train_loss": loss, "lr": lr, "ms": ms, **filter_stats(model)})
-        write(records[-1])
-        if step % args.eval_interval == 0 or step == args.steps:
-            records.append({"step": step, "val_loss": train_lm.evaluate(model, val, args.dtype)})
-            write(records[-1])
-            print(f"[{path}] step {step}: train loss {loss:.3f}, validation {records[-1]['val_loss']:.3f}", flush=True)
+    with train_lm.StopFlag() as stop:
+        for step in range(1, args.steps + 1):
+            if stop.requested:  # a flag, read between steps: a KeyboardInterrupt can be lost in a callback
+                raise KeyboardInterrupt
+            step_ms.append(measured_step(args, data, model, opt, val, step, path, records, write))
     return summarize(args, path, model, data, step_ms, memory.peak_growth_mib(), records)
+
+
+def measured_step(args, data, model, opt, val, step: int, path: str, records: list, write) -> float:
+    """One timed training step (and the validation due after it) appended to records; returns its ms."""
+    lr = train_lm.learning_rate(step - 1, args.steps, args.lr)
+    batch = train_lm.train_batch(data.train, step - 1, args.seed, args.batch_size, args.context)
+    loss, ms = timed_step(model, opt, batch, lr, args.dtype)
+    records.append({"step": step, "train_loss": loss, "lr": lr, "ms": ms, **filter_stats(model)})
+    write(records[-1])
+    if step % args.eval_interval == 0 or step == args.steps:
+        records.append({"step": step, "val_loss": train_lm.evaluate(model, val, args.dtype)})
+        write(records[-1])
+        print(f"[{path}] step {step}: train loss {loss:.3f}, validation {records[-1]['val_loss']:.3f}", flush=True)
+    return ms
 
 
 def summarize(args, path, model, data, step_ms, peak_mib, records) -> Dict:
