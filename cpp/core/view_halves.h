@@ -18,11 +18,14 @@ namespace tilegrad::core {
 // 161002, SwiGLU's tiling 561002). Returns the normalized dim.
 inline int require_even_split(Status status, const char* op, const char* arg, const TensorView& t, int64_t dim) {
   if (t.rank() < 1 || t.rank() > kMaxDims) fail(status, op, ": ", arg, " rank must be in [1, 8], got ", t.rank());
-  if (dim < -t.rank() || dim >= t.rank())
+  if (dim < -t.rank() || dim >= t.rank()) {
     fail(status, op, ": dim must be in [", -t.rank(), ", ", t.rank() - 1, "], got ", dim);
+  }
   const int d = static_cast<int>(dim < 0 ? dim + t.rank() : dim);
-  if (t.shape[d] % 2 != 0)
-    fail(status, op, ": ", arg, " shape[", dim, "] must be even, got ", t.shape[d], " (shape ", shape_str(t.shape), ")");
+  if (t.shape[d] % 2 != 0) {
+    fail(status, op, ": ", arg, " shape[", dim, "] must be even, got ", t.shape[d], " (shape ", shape_str(t.shape),
+         ")");
+  }
   return d;
 }
 
