@@ -21,8 +21,8 @@ def half_shape(shape, dim):
 
 def raises(fn, exc, code, match, *args, **kw):
     """``fn(*args, **kw)`` raises ``exc`` with a message ``match`` (a regular expression: re.escape a
-    literal text) finds, and the aclnn status ``code`` as its ``code`` attribute (None: any).
-    Returns the exception."""
+    literal text; None: any message) finds, and the aclnn status ``code`` as its ``code`` attribute
+    (None: any). Returns the exception."""
     with pytest.raises(exc, match=match) as info:
         fn(*args, **kw)
     if code is not None:

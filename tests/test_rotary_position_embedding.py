@@ -340,7 +340,7 @@ def test_errors_forward(rng):
     raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: out overlaps cos"), cos, cos, sin, out=cos)
     raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: out has overlapping elements"), x, cos, sin,
            out=np.lib.stride_tricks.as_strided(np.zeros((1, 3, 5, 8), F32), x.shape, (0, 160, 32, 4)))
-    raises(f, TypeError, None, re.escape(""), x.tolist(), cos, sin)
+    raises(f, TypeError, None, None, x.tolist(), cos, sin)  # any message
     raises(f, TypeError, PARAM_INVALID, re.escape(f"{op}: mode must be an int, got 0.0 (float)"), x, cos, sin, 0.0)
 
 
