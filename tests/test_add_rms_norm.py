@@ -9,6 +9,7 @@ import pytest
 import tilegrad as tg
 from reference.add_rms_norm import add_ref, add_rms_norm_backward_ref, add_rms_norm_ref
 from reference.rms_norm import BF16, DGAMMA_REL, DX_ULPS, F16, F32, RSTD_ULPS, Y_ULPS, assert_close
+from helpers import normal, raises
 
 DTYPES = [F32, F16, BF16]
 IDS = ["fp32", "fp16", "bf16"]
@@ -16,16 +17,13 @@ SHAPES = [((1,), 1), ((3, 1), 1), ((7, 129), 1), ((2, 3, 4, 8), 2), ((5, 2048), 
           ((9, 33), 1)]
 
 
-def _data(shape, dtype, seed, scale=2.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
 def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
 
 
 def _inputs(shape, k, dtype, seed=1):
-    return _data(shape, dtype, seed), _data(shape, dtype, seed + 1), _data(shape[-k:], dtype, seed + 2, 1.0)
+    return normal(shape, dtype, seed,
+                  2.0), normal(shape, dtype, seed + 1, 2.0), normal(shape[-k:], dtype, seed + 2, 1.0)
 
 
 def _check_forward(x1, x2, g, eps, y, rstd, x_out):
@@ -56,10 +54,10 @@ def test_equals_rms_norm_of_the_sum(isa, dtype):
 
 
 def test_strided_and_out(isa):
-    base = _data((20, 3, 64), BF16, 7)
+    base = normal((20, 3, 64), BF16, 7, 2.0)
     x1 = base[::2, 1, ::-2]  # rows strided, reversed: not dense
-    x2 = _data((10, 32), BF16, 8)
-    g = _data(64, BF16, 9)[::2]
+    x2 = normal((10, 32), BF16, 8, 2.0)
+    g = normal(64, BF16, 9, 2.0)[::2]
     ybuf, xbuf = np.zeros((10, 64), BF16), np.zeros((10, 64), BF16)
     y, xo = ybuf[:, ::2], xbuf[:, 1::2]
     rbuf = np.zeros((10, 3), F32)
@@ -87,7 +85,7 @@ def test_in_place(strided):
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_threads_bit_identical(threads, dtype):
     x1, x2, g = _inputs((300, 1000), 1, dtype, 13)
-    dy, dres = _data((300, 1000), dtype, 16), _data((300, 1000), dtype, 17)
+    dy, dres = normal((300, 1000), dtype, 16, 2.0), normal((300, 1000), dtype, 17, 2.0)
     results = []
     for n in (1, 2, 3):
         threads(n)
@@ -99,7 +97,7 @@ def test_threads_bit_identical(threads, dtype):
 
 
 def test_special_values():
-    x1, x2 = _data((4, 8), F32, 15), _data((4, 8), F32, 16)
+    x1, x2 = normal((4, 8), F32, 15, 2.0), normal((4, 8), F32, 16, 2.0)
     x1[0, 1], x1[1, 2], x2[2, 3], x2[3, 0] = np.inf, np.nan, -np.inf, np.inf
     x1[3, 0] = -np.inf  # inf + -inf: NaN
     y, rstd, xo = tg.add_rms_norm(x1, x2, np.ones(8, F32))
@@ -141,8 +139,8 @@ def _check_backward(dy, xo, rstd, g, dres, dx, dgamma):
 def test_backward_matches_reference(isa, dtype, shape, k, residual):
     x1, x2, g = _inputs(shape, k, dtype, 21)
     _, rstd, xo = tg.add_rms_norm(x1, x2, g)
-    dy = _data(shape, dtype, 24)
-    dres = _data(shape, dtype, 25) if residual else None
+    dy = normal(shape, dtype, 24, 2.0)
+    dres = normal(shape, dtype, 25, 2.0) if residual else None
     dx, dgamma = tg.add_rms_norm_backward(dy, xo, rstd, g, dres)
     _check_backward(dy, xo, rstd, g, dres, dx, dgamma)
 
@@ -151,7 +149,7 @@ def test_backward_matches_reference(isa, dtype, shape, k, residual):
 def test_backward_without_residual_is_rms_norm_grad(isa, dtype):
     x1, x2, g = _inputs((11, 200), 1, dtype, 31)
     _, rstd, xo = tg.add_rms_norm(x1, x2, g)
-    dy = _data((11, 200), dtype, 34)
+    dy = normal((11, 200), dtype, 34, 2.0)
     got = tg.add_rms_norm_backward(dy, xo, rstd, g)
     want = tg.rms_norm_grad(dy, xo, rstd, g)
     for a, b in zip(got, want):
@@ -165,7 +163,7 @@ def test_backward_residual_added_before_the_one_rounding(isa, dtype):
     roundings of rms_norm_grad's 16-bit dx followed by a 16-bit add."""
     x1, x2, g = _inputs((6, 77), 1, dtype, 41)
     _, rstd, xo = tg.add_rms_norm(x1, x2, g)
-    dy, dres = _data((6, 77), dtype, 44), _data((6, 77), dtype, 45)
+    dy, dres = normal((6, 77), dtype, 44, 2.0), normal((6, 77), dtype, 45, 2.0)
     dx, _ = tg.add_rms_norm_backward(dy, xo, rstd, g, dres)
     plain32, _ = tg.rms_norm_grad(dy.astype(F32), xo.astype(F32), rstd, g.astype(F32))
     want = plain32.astype(np.float64) + dres.astype(np.float64)
@@ -177,8 +175,8 @@ def test_backward_residual_added_before_the_one_rounding(isa, dtype):
 def test_backward_strided_and_in_place(isa):
     x1, x2, g = _inputs((10, 64), 1, BF16, 51)
     _, rstd, xo = tg.add_rms_norm(x1, x2, g)
-    dy = _data((10, 128), BF16, 54)[:, ::2]
-    dres = _data((10, 64), BF16, 55)
+    dy = normal((10, 128), BF16, 54, 2.0)[:, ::2]
+    dres = normal((10, 64), BF16, 55, 2.0)
     want_dx, want_dg = tg.add_rms_norm_backward(np.ascontiguousarray(dy), xo, rstd, g, dres.copy())
     dres_t = np.asfortranarray(dres)
     dx, dg = tg.add_rms_norm_backward(dy, xo, rstd, g, dres_t, out=dres_t)  # dx over dresidual
@@ -196,7 +194,7 @@ def test_backward_empty_rows_dgamma_nan():
 def test_backward_nan_propagates():
     x1, x2, g = _inputs((3, 16), 1, F32, 61)
     _, rstd, xo = tg.add_rms_norm(x1, x2, g)
-    dy, dres = _data((3, 16), F32, 64), _data((3, 16), F32, 65)
+    dy, dres = normal((3, 16), F32, 64, 2.0), normal((3, 16), F32, 65, 2.0)
     dres[1, 4] = np.nan
     dx, dg = tg.add_rms_norm_backward(dy, xo, rstd, g, dres)
     assert np.isnan(dx[1, 4]) and np.isfinite(np.delete(dx.ravel(), 1 * 16 + 4)).all() and np.isfinite(dg).all()
@@ -208,7 +206,7 @@ def test_matches_torch_autograd(k):
     torch = pytest.importorskip("torch")
     shape = (4, 6, 32)
     x1, x2, g = _inputs(shape, k, F32, 71)
-    dy, dres = _data(shape, F32, 74), _data(shape, F32, 75)
+    dy, dres = normal(shape, F32, 74, 2.0), normal(shape, F32, 75, 2.0)
     y, rstd, xo = tg.add_rms_norm(x1, x2, g, 1e-6)
     dx, dgamma = tg.add_rms_norm_backward(dy, xo, rstd, g, dres)
     t1, t2, tg_ = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x1, x2, g))
@@ -223,32 +221,26 @@ def test_matches_torch_autograd(k):
 
 # ---- bad input -------------------------------------------------------------------------------
 
-def _raises(fn, exc, code, match, *args, **kw):
-    with pytest.raises(exc, match=match) as e:
-        fn(*args, **kw)
-    assert e.value.code == code
-
-
 def test_errors():
     x1, x2, g = _inputs((4, 8), 1, F32, 81)
     f = tg.add_rms_norm
-    _raises(f, ValueError, 161002, r"aclnnAddRmsNorm: x1 dtype must be one of \{float32, float16, bfloat16\}, got "
-            r"float64", x1.astype(np.float64), x2, g)
-    _raises(f, ValueError, 161002, r"aclnnAddRmsNorm: x2 dtype float16 != x1 dtype float32", x1, x2.astype(F16), g)
-    _raises(f, ValueError, 161002, r"aclnnAddRmsNorm: gamma dtype bfloat16 != x1 dtype float32", x1, x2, g.astype(BF16))
-    _raises(f, ValueError, 161002, r"gamma dtype float32 != x1 dtype bfloat16", x1.astype(BF16), x2.astype(BF16), g)
-    _raises(f, ValueError, 161002, r"x2 shape must equal x1 shape \[4,8\], got \[4,7\]", x1, x2[:, :7], g)
-    _raises(f, ValueError, 161002, r"gamma shape must equal the trailing dims of x1 \[8\], got \[7\]", x1, x2, g[:7])
-    _raises(f, ValueError, 161002, r"gamma rank must be at most x1 rank 2, got 3", x1, x2, np.ones((1, 4, 8), F32))
-    _raises(f, ValueError, 161002, r"x1 rank must be in \[1, 8\], got 0", np.ones((), F32), np.ones((), F32), g)
-    _raises(f, ValueError, 161002, r"epsilon must be >= 0, got -1", x1, x2, g, -1.0)
-    _raises(f, ValueError, 161002, r"yOut dtype float16 != x1 dtype float32", x1, x2, g, out=np.zeros((4, 8), F16))
-    _raises(f, ValueError, 161002, r"xOut shape must equal x1 shape \[4,8\], got \[4,9\]", x1, x2, g,
-            x_out=np.zeros((4, 9), F32))
-    _raises(f, ValueError, 161002, r"rstdOut shape must be x1's leading dims then ones \[4,1\], got \[4\]", x1, x2, g,
-            rstd_out=np.zeros(4, F32))
+    raises(f, ValueError, 161002, r"aclnnAddRmsNorm: x1 dtype must be one of \{float32, float16, bfloat16\}, got "
+           r"float64", x1.astype(np.float64), x2, g)
+    raises(f, ValueError, 161002, r"aclnnAddRmsNorm: x2 dtype float16 != x1 dtype float32", x1, x2.astype(F16), g)
+    raises(f, ValueError, 161002, r"aclnnAddRmsNorm: gamma dtype bfloat16 != x1 dtype float32", x1, x2, g.astype(BF16))
+    raises(f, ValueError, 161002, r"gamma dtype float32 != x1 dtype bfloat16", x1.astype(BF16), x2.astype(BF16), g)
+    raises(f, ValueError, 161002, r"x2 shape must equal x1 shape \[4,8\], got \[4,7\]", x1, x2[:, :7], g)
+    raises(f, ValueError, 161002, r"gamma shape must equal the trailing dims of x1 \[8\], got \[7\]", x1, x2, g[:7])
+    raises(f, ValueError, 161002, r"gamma rank must be at most x1 rank 2, got 3", x1, x2, np.ones((1, 4, 8), F32))
+    raises(f, ValueError, 161002, r"x1 rank must be in \[1, 8\], got 0", np.ones((), F32), np.ones((), F32), g)
+    raises(f, ValueError, 161002, r"epsilon must be >= 0, got -1", x1, x2, g, -1.0)
+    raises(f, ValueError, 161002, r"yOut dtype float16 != x1 dtype float32", x1, x2, g, out=np.zeros((4, 8), F16))
+    raises(f, ValueError, 161002, r"xOut shape must equal x1 shape \[4,8\], got \[4,9\]", x1, x2, g,
+           x_out=np.zeros((4, 9), F32))
+    raises(f, ValueError, 161002, r"rstdOut shape must be x1's leading dims then ones \[4,1\], got \[4\]", x1, x2, g,
+           rstd_out=np.zeros(4, F32))
     y = np.zeros((4, 8), F32)
-    _raises(f, ValueError, 161002, r"yOut", x1, x2, g, out=y, x_out=y)
+    raises(f, ValueError, 161002, r"yOut", x1, x2, g, out=y, x_out=y)
     with pytest.raises(TypeError):
         tg.add_rms_norm(x1, x2, g, "1e-6")
     with pytest.raises(TypeError):
@@ -258,17 +250,17 @@ def test_errors():
 def test_backward_errors():
     x1, x2, g = _inputs((4, 8), 1, F32, 91)
     _, rstd, xo = tg.add_rms_norm(x1, x2, g)
-    dy = _data((4, 8), F32, 94)
+    dy = normal((4, 8), F32, 94, 2.0)
     f = tg.add_rms_norm_backward
-    _raises(f, ValueError, 161002, r"add_rms_norm_backward: dresidual dtype float16 != x_out dtype float32", dy, xo,
-            rstd, g, dy.astype(F16))
-    _raises(f, ValueError, 161002, r"add_rms_norm_backward: dresidual shape must equal x_out shape \[4,8\], got "
-            r"\[4,7\]", dy, xo, rstd, g, dy[:, :7])
-    _raises(f, ValueError, 161002, r"add_rms_norm_backward: x dtype float16 != dy dtype float32", dy,
-            xo.astype(F16), rstd, g)
-    _raises(f, ValueError, 561002, r"add_rms_norm_backward: rstd shape must be", dy, xo, rstd[:3], g)
+    raises(f, ValueError, 161002, r"add_rms_norm_backward: dresidual dtype float16 != x_out dtype float32", dy, xo,
+           rstd, g, dy.astype(F16))
+    raises(f, ValueError, 161002, r"add_rms_norm_backward: dresidual shape must equal x_out shape \[4,8\], got "
+           r"\[4,7\]", dy, xo, rstd, g, dy[:, :7])
+    raises(f, ValueError, 161002, r"add_rms_norm_backward: x dtype float16 != dy dtype float32", dy,
+           xo.astype(F16), rstd, g)
+    raises(f, ValueError, 561002, r"add_rms_norm_backward: rstd shape must be", dy, xo, rstd[:3], g)
     buf = np.zeros(40, F32)
-    _raises(f, ValueError, 161002, r"dresidual", dy, xo, rstd, g, buf[:32].reshape(4, 8),
-            out=buf[4:36].reshape(4, 8))
+    raises(f, ValueError, 161002, r"dresidual", dy, xo, rstd, g, buf[:32].reshape(4, 8),
+           out=buf[4:36].reshape(4, 8))
     with pytest.raises(TypeError):
         f(dy, xo, rstd, g, [0.0] * 32)

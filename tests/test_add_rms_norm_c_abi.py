@@ -13,12 +13,9 @@ from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_
                         get_workspace_size, launch, run_op)
 from reference.add_rms_norm import add_rms_norm_ref
 from reference.rms_norm import BF16, F16, F32, Y_ULPS, assert_close
+from helpers import normal
 
 OP = "aclnnAddRmsNorm"
-
-
-def _data(shape, dtype, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def _args(t, x1, x2, g, eps, y, rstd, xo):
@@ -32,7 +29,7 @@ def _run(x1, x2, g, eps, y, rstd, xo):
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["fp32", "fp16", "bf16"])
 def test_matches_python_api(isa, dtype):
-    x1, x2, g = _data((2, 3, 4, 8), dtype, 1), _data((2, 3, 4, 8), dtype, 2), _data((4, 8), dtype, 3)
+    x1, x2, g = normal((2, 3, 4, 8), dtype, 1), normal((2, 3, 4, 8), dtype, 2), normal((4, 8), dtype, 3)
     y, xo, rstd = np.zeros(x1.shape, dtype), np.zeros(x1.shape, dtype), np.zeros((2, 3, 1, 1), F32)
     assert _run(x1, x2, g, 1e-5, y, rstd, xo) == (ACLNN_SUCCESS, "")
     want_y, want_r, want_x = tg.add_rms_norm(x1, x2, g, 1e-5)
@@ -54,9 +51,9 @@ def test_vendor_document_sample():
 
 
 def test_strided():
-    x1 = _data((8, 64), BF16, 4)[::2, ::-1]
-    x2 = _data((4, 64), BF16, 5)
-    g = _data(128, BF16, 6)[::2]
+    x1 = normal((8, 64), BF16, 4)[::2, ::-1]
+    x2 = normal((4, 64), BF16, 5)
+    g = normal(128, BF16, 6)[::2]
     ybuf = np.zeros((4, 128), BF16)
     y, xo, rstd = ybuf[:, ::2], np.zeros((4, 64), BF16), np.zeros((4, 1), F32)
     assert _run(x1, x2, g, 1e-6, y, rstd, xo) == (ACLNN_SUCCESS, "")
@@ -67,7 +64,7 @@ def test_strided():
 
 
 def test_workspace_and_empty():
-    x1, x2, g = _data((16, 32), F32, 7), _data((16, 32), F32, 8), _data(32, F32, 9)
+    x1, x2, g = normal((16, 32), F32, 7), normal((16, 32), F32, 8), normal(32, F32, 9)
     y, xo, rstd = np.zeros_like(x1), np.zeros_like(x1), np.zeros((16, 1), F32)
     with AclTensors() as t:
         status, ws, ex = get_workspace_size(OP, _args(t, x1, x2, g, 1e-6, y, rstd, xo))
@@ -82,7 +79,7 @@ def test_workspace_and_empty():
 
 
 def test_null_pointers():
-    x1, x2, g = _data((4, 8), F32, 10), _data((4, 8), F32, 11), _data(8, F32, 12)
+    x1, x2, g = normal((4, 8), F32, 10), normal((4, 8), F32, 11), normal(8, F32, 12)
     names = ["x1", "x2", "gamma", None, "yOut", "rstdOut", "xOut"]
     for i, name in enumerate(names):
         if name is None:
@@ -108,7 +105,7 @@ def test_null_pointers():
     ("eps", "aclnnAddRmsNorm: epsilon must be >= 0, got -0.5"),
 ])
 def test_errors(case, message):
-    x1, x2, g = _data((4, 8), F32, 13), _data((4, 8), F32, 14), _data(8, F32, 15)
+    x1, x2, g = normal((4, 8), F32, 13), normal((4, 8), F32, 14), normal(8, F32, 15)
     y, xo, rstd, eps = np.zeros_like(x1), np.zeros_like(x1), np.zeros((4, 1), F32), 1e-6
     if case == "x1_f64": x1 = x1.astype(np.float64)
     if case == "x2_f16": x2 = x2.astype(F16)

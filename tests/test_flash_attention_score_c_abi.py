@@ -11,14 +11,11 @@ import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         assert_null_out_pointers_refused, get_workspace_size, launch, last_error, run_op)
 from reference.flash_attention import BF16, F32
+from helpers import normal
 
 FWD = "aclnnFlashAttentionScore"
 BWD = "aclnnFlashAttentionScoreGrad"
 INT32_MAX = 2147483647
-
-
-def _data(shape, dtype, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def _layout(s):
@@ -40,10 +37,10 @@ def _bwd_args(t, q, k, v, dy, smax, ssum, out, dq, dk, dv, mask=None, scale=0.5,
 
 
 def _problem(dtype=F32):
-    q = _data((2, 19, 4, 16), dtype, 1)
-    k = _data((2, 23, 2, 16), dtype, 2)
-    v = _data((2, 23, 2, 16), dtype, 3)
-    dy = _data((2, 19, 4, 16), dtype, 4)
+    q = normal((2, 19, 4, 16), dtype, 1)
+    k = normal((2, 23, 2, 16), dtype, 2)
+    v = normal((2, 23, 2, 16), dtype, 3)
+    dy = normal((2, 19, 4, 16), dtype, 4)
     return q, k, v, dy
 
 

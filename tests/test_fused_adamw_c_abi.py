@@ -8,7 +8,8 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors, create_tensor,
-                        last_error, lib, run_op)
+                        lib, run_op)
+from helpers import expect_status
 
 FUSED, V2 = "aclnnFusedAdamw", "aclnnApplyAdamWV2"
 lib.aclCreateTensorList.restype = ctypes.c_void_p
@@ -91,47 +92,43 @@ def test_found_inf_and_grad_scale():
     np.testing.assert_array_equal(a[0][0], b[0][0])
 
 
-def _expect(status_msg, code, text):
-    status, msg = status_msg
-    assert status == code, msg
-    assert text in msg, msg
-
-
 def test_fused_status_codes():
     steps = [np.array([1.0], np.float32)] * 2
     # Attributes come first in the vendor's order, even before null pointers.
-    _expect(_fused(_slots(2), steps, lr=-1.0), ACLNN_ERR_PARAM_INVALID, "aclnnFusedAdamw: lr must be >= 0, got -1")
-    _expect(_fused(_slots(2), steps, amsgrad=True, drop_max=True), ACLNN_ERR_PARAM_INVALID,
-            "maxExpAvgSqsRef must be given when amsgrad is true")
+    expect_status(_fused(_slots(2), steps, lr=-1.0), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnFusedAdamw: lr must be >= 0, got -1")
+    expect_status(_fused(_slots(2), steps, amsgrad=True, drop_max=True), ACLNN_ERR_PARAM_INVALID,
+                  "maxExpAvgSqsRef must be given when amsgrad is true")
 
     def null_grads(args, L, T):
         args[1] = None
-    _expect(_fused(_slots(2), steps, extra=null_grads), ACLNN_ERR_PARAM_NULLPTR, "aclnnFusedAdamw: grads")
+    expect_status(_fused(_slots(2), steps, extra=null_grads), ACLNN_ERR_PARAM_NULLPTR, "aclnnFusedAdamw: grads")
 
     def null_element(args, L, T):
         s = _slots(2)
         args[2] = L.new([s[0][2], None])
-    _expect(_fused(_slots(2), steps, extra=null_element), ACLNN_ERR_PARAM_NULLPTR, "expAvgsRef[1] must not be null")
-    _expect(_fused(_slots(2), steps[:1]), ACLNN_ERR_PARAM_INVALID,
-            "stateSteps must hold one tensor per paramsRef tensor (2), got 1")
-    _expect(_fused([], []), ACLNN_ERR_PARAM_INVALID, "paramsRef must hold at least one tensor")
+    expect_status(_fused(_slots(2), steps, extra=null_element), ACLNN_ERR_PARAM_NULLPTR,
+                  "expAvgsRef[1] must not be null")
+    expect_status(_fused(_slots(2), steps[:1]), ACLNN_ERR_PARAM_INVALID,
+                  "stateSteps must hold one tensor per paramsRef tensor (2), got 1")
+    expect_status(_fused([], []), ACLNN_ERR_PARAM_INVALID, "paramsRef must hold at least one tensor")
     mixed = _slots(2)
     mixed[1][1] = mixed[1][1].astype(np.float16)  # the vendor's FusedAdamw takes no dtype mixes
-    _expect(_fused(mixed, steps), ACLNN_ERR_PARAM_INVALID, "grads[1] dtype float16 != paramsRef[0] dtype float32")
+    expect_status(_fused(mixed, steps), ACLNN_ERR_PARAM_INVALID, "grads[1] dtype float16 != paramsRef[0] dtype float32")
     bad_max = _slots(2)
     bad_max[0][4] = np.zeros((2, 2), np.float32)  # rejected here (the vendor only logs it)
-    _expect(_fused(bad_max, steps, amsgrad=True), ACLNN_ERR_PARAM_INVALID, "maxExpAvgSqsRef[0] shape [2,2]")
-    _expect(_fused(_slots(2), [np.array([1.0], np.float32), np.array([1, 2], np.int64)]), ACLNN_ERR_PARAM_INVALID,
-            "stateSteps[1]")
-    _expect(_fused(_slots(2), steps, scale=np.array([1.0, 2.0], np.float32)), ACLNN_ERR_PARAM_INVALID,
-            "gradScaleOptional must have exactly one element")
+    expect_status(_fused(bad_max, steps, amsgrad=True), ACLNN_ERR_PARAM_INVALID, "maxExpAvgSqsRef[0] shape [2,2]")
+    expect_status(_fused(_slots(2), [np.array([1.0], np.float32), np.array([1, 2], np.int64)]), ACLNN_ERR_PARAM_INVALID,
+                  "stateSteps[1]")
+    expect_status(_fused(_slots(2), steps, scale=np.array([1.0, 2.0], np.float32)), ACLNN_ERR_PARAM_INVALID,
+                  "gradScaleOptional must have exactly one element")
 
 
 def test_negative_step_fails_at_launch_writing_nothing():
     a = _slots(2)
     before = [[x.copy() for x in s] for s in a]
-    _expect(_fused(a, [np.array([3.0], np.float32), np.array([-2.0], np.float32)]), ACLNN_ERR_PARAM_INVALID,
-            "stateSteps[1] must be finite and >= 0 (the update uses t = step + 1), got -2")
+    expect_status(_fused(a, [np.array([3.0], np.float32), np.array([-2.0], np.float32)]), ACLNN_ERR_PARAM_INVALID,
+                  "stateSteps[1] must be finite and >= 0 (the update uses t = step + 1), got -2")
     for s, t in zip(a, before):
         for x, y in zip(s, t):
             np.testing.assert_array_equal(x, y)
@@ -161,15 +158,16 @@ def test_v2_vendor_mixed_tuple_equals_python(isa):
 def test_v2_status_codes():
     a = _slots(1)[0]
     st = np.array([1.0], np.float32)
-    _expect(_v2(None, a[2], a[3], None, a[1], st), ACLNN_ERR_PARAM_NULLPTR, "aclnnApplyAdamWV2: varRef")
-    _expect(_v2(a[0], a[2], a[3], None, a[1], None), ACLNN_ERR_PARAM_NULLPTR, "aclnnApplyAdamWV2: step")
-    _expect(_v2(a[0], a[2], a[3], None, a[1], st, amsgrad=True), ACLNN_ERR_PARAM_NULLPTR,
-            "maxGradNormOptionalRef")
-    _expect(_v2(a[0], a[2], a[3], None, a[1].astype(np.float64), st), ACLNN_ERR_PARAM_INVALID,
-            "aclnnApplyAdamWV2: grad dtype must be one of {float32, float16, bfloat16}, got float64")
-    _expect(_v2(a[0], a[2][:2], a[3], None, a[1], st), ACLNN_ERR_PARAM_INVALID, "mRef shape [2,4] != varRef shape")
-    _expect(_v2(a[0], a[2], a[3], None, a[1], np.array([1, 2], np.int64)), ACLNN_ERR_PARAM_INVALID,
-            "step must have exactly one element")
-    _expect(_v2(a[0], a[2], a[3], None, a[1], np.array([1], np.int32)), ACLNN_ERR_PARAM_INVALID, "step dtype")
+    expect_status(_v2(None, a[2], a[3], None, a[1], st), ACLNN_ERR_PARAM_NULLPTR, "aclnnApplyAdamWV2: varRef")
+    expect_status(_v2(a[0], a[2], a[3], None, a[1], None), ACLNN_ERR_PARAM_NULLPTR, "aclnnApplyAdamWV2: step")
+    expect_status(_v2(a[0], a[2], a[3], None, a[1], st, amsgrad=True), ACLNN_ERR_PARAM_NULLPTR,
+                  "maxGradNormOptionalRef")
+    expect_status(_v2(a[0], a[2], a[3], None, a[1].astype(np.float64), st), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnApplyAdamWV2: grad dtype must be one of {float32, float16, bfloat16}, got float64")
+    expect_status(_v2(a[0], a[2][:2], a[3], None, a[1], st), ACLNN_ERR_PARAM_INVALID,
+                  "mRef shape [2,4] != varRef shape")
+    expect_status(_v2(a[0], a[2], a[3], None, a[1], np.array([1, 2], np.int64)), ACLNN_ERR_PARAM_INVALID,
+                  "step must have exactly one element")
+    expect_status(_v2(a[0], a[2], a[3], None, a[1], np.array([1], np.int32)), ACLNN_ERR_PARAM_INVALID, "step dtype")
     empty = [np.zeros((0, 3), np.float32) for _ in range(4)]
     assert _v2(empty[0], empty[1], empty[2], None, empty[3], st) == (ACLNN_SUCCESS, "")

@@ -8,6 +8,7 @@ import pytest
 
 import tilegrad as tg
 from reference.gelu import BF16, F16, F32, assert_close, ge_glu_backward_ref, ge_glu_ref
+from helpers import half_shape, normal, raises
 
 DTYPES = [F32, F16, BF16]
 IDS = ["fp32", "fp16", "bf16"]
@@ -16,28 +17,18 @@ CASES = [((2,), -1), ((4, 10), -1), ((4, 10), 0), ((3, 6, 5), 1), ((2, 3, 4, 130
          ((33, 2 * 1001), -1)]
 
 
-def _data(shape, dtype, seed, scale=3.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
-def _half(shape, dim):
-    s = list(shape)
-    s[dim] //= 2
-    return tuple(s)
-
-
 @pytest.mark.parametrize("left", [False, True], ids=["right", "left"])
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 @pytest.mark.parametrize("shape,dim", CASES)
 def test_forward_and_backward(isa, left, form, dtype, shape, dim):
-    x = _data(shape, dtype, 1)
+    x = normal(shape, dtype, 1, 3.0)
     out, out_gelu = tg.ge_glu(x, dim, form, left)
-    assert out.dtype == out_gelu.dtype == dtype and out.shape == out_gelu.shape == _half(shape, dim)
+    assert out.dtype == out_gelu.dtype == dtype and out.shape == out_gelu.shape == half_shape(shape, dim)
     (want, scale), (want_gelu, scale_gelu) = ge_glu_ref(x, dim, form, left)
     assert_close(out, want, scale)
     assert_close(out_gelu, want_gelu, scale_gelu)
-    dy = _data(_half(shape, dim), dtype, 2, 1.0)
+    dy = normal(half_shape(shape, dim), dtype, 2, 1.0)
     dx = tg.ge_glu_backward(dy, x, out_gelu, dim, form, left)
     assert dx.dtype == dtype and dx.shape == x.shape
     assert_close(dx, *ge_glu_backward_ref(dy, x, out_gelu, dim, form, left))
@@ -45,12 +36,12 @@ def test_forward_and_backward(isa, left, form, dtype, shape, dim):
 
 def test_defaults_are_the_vendors():
     """dim -1, tanh, the right half activated (aclnnGeGluV3's operator defaults)."""
-    x = _data((4, 8), F32, 3)
+    x = normal((4, 8), F32, 3, 3.0)
     out, g = tg.ge_glu(x)
     a, b = x[:, :4], x[:, 4:]
     np.testing.assert_array_equal(g, tg.gelu(b, "tanh"))
     np.testing.assert_array_equal(tg.ge_glu(x, -1, "tanh", False)[0], out)
-    dy = _data((4, 4), F32, 4)
+    dy = normal((4, 4), F32, 4, 3.0)
     np.testing.assert_array_equal(tg.ge_glu_backward(dy, x, g), tg.ge_glu_backward(dy, x, g, -1, "tanh", False))
     assert_close(out, a.astype(np.float64) * tg.gelu(b, "tanh").astype(np.float64),
                  np.abs(a.astype(np.float64) * g), 2.0)
@@ -58,7 +49,7 @@ def test_defaults_are_the_vendors():
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_strided_and_out(isa, dtype):
-    x = _data((12, 40), dtype, 5)[::2, ::-1]
+    x = normal((12, 40), dtype, 5, 3.0)[::2, ::-1]
     buf, gbuf = np.zeros((6, 40), dtype), np.zeros((40, 6), dtype)
     out, out_gelu = buf[:, ::2], gbuf[::-2].T  # stepped, and reversed + transposed
     r = tg.ge_glu(x, -1, "none", True, out=out, out_gelu=out_gelu)
@@ -67,7 +58,7 @@ def test_strided_and_out(isa, dtype):
     assert_close(out, want, scale)
     assert_close(out_gelu, wg, sg)
     assert (buf[:, 1::2].astype(F32) == 0).all() and (gbuf[-2::-2].astype(F32) == 0).all()
-    dy = _data((20, 6), dtype, 6).T
+    dy = normal((20, 6), dtype, 6, 3.0).T
     dxbuf = np.zeros((6, 80), dtype)
     dx = dxbuf[:, 1::2]
     assert tg.ge_glu_backward(dy, x, out_gelu, -1, "none", True, out=dx) is dx
@@ -76,8 +67,8 @@ def test_strided_and_out(isa, dtype):
 
 
 def test_backward_in_place_on_x():
-    x = _data((7, 64), F32, 8)
-    dy = _data((7, 32), F32, 9)
+    x = normal((7, 64), F32, 8, 3.0)
+    dy = normal((7, 32), F32, 9, 3.0)
     _, g = tg.ge_glu(x, -1, "tanh", True)
     want = tg.ge_glu_backward(dy, x, g, -1, "tanh", True)
     y = x.copy()
@@ -87,7 +78,7 @@ def test_backward_in_place_on_x():
 
 def test_backward_uses_the_given_gelu():
     """The linear half's gradient is dy * gelu as passed (the vendor's contract), not recomputed."""
-    x = _data((3, 8), F32, 10)
+    x = normal((3, 8), F32, 10, 3.0)
     dy = np.ones((3, 4), F32)
     g = np.full((3, 4), 2.5, F32)
     dx = tg.ge_glu_backward(dy, x, g, -1, "tanh", True)
@@ -96,8 +87,8 @@ def test_backward_uses_the_given_gelu():
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_threads_bit_identical(threads, dtype):
-    x = _data((64, 2 * 3001), dtype, 11)
-    dy = _data((64, 3001), dtype, 12)
+    x = normal((64, 2 * 3001), dtype, 11, 3.0)
+    dy = normal((64, 3001), dtype, 12, 3.0)
     results = []
     for n in (1, 2, 3):
         threads(n)
@@ -135,8 +126,8 @@ def test_empty():
 def test_matches_torch_autograd(form):
     """Gemma's MLP: gelu(gate) * up with [gate | up] along the last dim."""
     torch = pytest.importorskip("torch")
-    x = _data((16, 2 * 300), F32, 13)
-    dy = _data((16, 300), F32, 14)
+    x = normal((16, 2 * 300), F32, 13, 3.0)
+    dy = normal((16, 300), F32, 14, 3.0)
     tx = torch.from_numpy(x.copy()).requires_grad_()
     gate, up = tx.chunk(2, -1)
     ty = torch.nn.functional.gelu(gate, approximate=form) * up
@@ -149,49 +140,42 @@ def test_matches_torch_autograd(form):
     np.testing.assert_allclose(tg.ge_glu_backward(dy, x, g, -1, form, True), tx.grad.numpy(), rtol=1e-5, atol=atol)
 
 
-def _raises(fn, exc, code, match, *args, **kw):
-    with pytest.raises(exc, match=match) as e:
-        fn(*args, **kw)
-    if code is not None:
-        assert e.value.code == code
-
-
 def test_forward_errors():
-    x = _data((4, 6), F32, 15)
+    x = normal((4, 6), F32, 15, 3.0)
     op = "aclnnGeGluV3"
-    _raises(tg.ge_glu, ValueError, 161002, rf"{op}: self dtype must be one of \{{float32, float16, bfloat16\}}, "
-            r"got float64", x.astype(np.float64))
-    _raises(tg.ge_glu, ValueError, 161002, rf"{op}: dim must be in \[-2, 1\], got 2", x, 2)
-    _raises(tg.ge_glu, ValueError, 161002, rf"{op}: self shape\[0\] must be even, got 3 \(shape \[3,6\]\)", x[:3], 0)
-    _raises(tg.ge_glu, ValueError, 161002, rf"{op}: self rank must be in \[1, 8\], got 0", np.ones((), F32))
-    _raises(tg.ge_glu, ValueError, 161002, rf'{op}: approximate must be "none" or "tanh", got "exact"', x, -1,
-            "exact")
-    _raises(tg.ge_glu, TypeError, None, rf"{op}: activate_left must be a bool, got 1", x, -1, "tanh", 1)
-    _raises(tg.ge_glu, ValueError, 161002, rf"{op}: out dtype bfloat16 != self dtype float32", x,
-            out=np.zeros((4, 3), BF16))
-    _raises(tg.ge_glu, ValueError, 161002, rf"{op}: outGelu shape must be self shape with dim -1 halved \[4,3\], "
-            r"got \[4,6\]", x, out_gelu=np.zeros((4, 6), F32))
-    _raises(tg.ge_glu, ValueError, 161002, "out", x, out=x[:, :3])  # overlaps x
+    raises(tg.ge_glu, ValueError, 161002, rf"{op}: self dtype must be one of \{{float32, float16, bfloat16\}}, "
+           r"got float64", x.astype(np.float64))
+    raises(tg.ge_glu, ValueError, 161002, rf"{op}: dim must be in \[-2, 1\], got 2", x, 2)
+    raises(tg.ge_glu, ValueError, 161002, rf"{op}: self shape\[0\] must be even, got 3 \(shape \[3,6\]\)", x[:3], 0)
+    raises(tg.ge_glu, ValueError, 161002, rf"{op}: self rank must be in \[1, 8\], got 0", np.ones((), F32))
+    raises(tg.ge_glu, ValueError, 161002, rf'{op}: approximate must be "none" or "tanh", got "exact"', x, -1,
+           "exact")
+    raises(tg.ge_glu, TypeError, None, rf"{op}: activate_left must be a bool, got 1", x, -1, "tanh", 1)
+    raises(tg.ge_glu, ValueError, 161002, rf"{op}: out dtype bfloat16 != self dtype float32", x,
+           out=np.zeros((4, 3), BF16))
+    raises(tg.ge_glu, ValueError, 161002, rf"{op}: outGelu shape must be self shape with dim -1 halved \[4,3\], "
+           r"got \[4,6\]", x, out_gelu=np.zeros((4, 6), F32))
+    raises(tg.ge_glu, ValueError, 161002, "out", x, out=x[:, :3])  # overlaps x
     buf = np.zeros((4, 3), F32)
-    _raises(tg.ge_glu, ValueError, 161002, "outGelu", x, out=buf, out_gelu=buf)  # the outputs overlap
+    raises(tg.ge_glu, ValueError, 161002, "outGelu", x, out=buf, out_gelu=buf)  # the outputs overlap
 
 
 def test_backward_errors():
-    x, dy = _data((4, 6), F32, 16), _data((4, 3), F32, 17)
+    x, dy = normal((4, 6), F32, 16, 3.0), normal((4, 3), F32, 17, 3.0)
     g = tg.ge_glu(x)[1]
     op = "aclnnGeGluV3Backward"
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: self dtype float16 != gradOutput dtype float32", dy,
-            x.astype(F16), g)
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gelu dtype bfloat16 != gradOutput dtype float32", dy,
-            x, g.astype(BF16))
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gradInput dtype float16 != gradOutput dtype float32",
-            dy, x, g, out=np.zeros((4, 6), F16))
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gradOutput shape must be self shape with dim -1 halved "
-            r"\[4,3\], got \[4,6\]", x, x, g)
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gelu shape must be self shape with dim 0 halved "
-            r"\[2,6\], got \[4,3\]", np.zeros((2, 6), F32), x, g, 0)
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: dim must be in \[-2, 1\], got 5", dy, x, g, 5)
-    _raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gradInput shape \[4,3\] != self shape \[4,6\]", dy, x,
-            g, out=np.zeros((4, 3), F32))
-    _raises(tg.ge_glu_backward, ValueError, 161002, "gradInput", dy, x, g, out=np.lib.stride_tricks.as_strided(
-        np.zeros(24, F32), (4, 6), (0, 4)))
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: self dtype float16 != gradOutput dtype float32", dy,
+           x.astype(F16), g)
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gelu dtype bfloat16 != gradOutput dtype float32", dy,
+           x, g.astype(BF16))
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gradInput dtype float16 != gradOutput dtype float32",
+           dy, x, g, out=np.zeros((4, 6), F16))
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gradOutput shape must be self shape with dim -1 halved "
+           r"\[4,3\], got \[4,6\]", x, x, g)
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gelu shape must be self shape with dim 0 halved "
+           r"\[2,6\], got \[4,3\]", np.zeros((2, 6), F32), x, g, 0)
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: dim must be in \[-2, 1\], got 5", dy, x, g, 5)
+    raises(tg.ge_glu_backward, ValueError, 161002, rf"{op}: gradInput shape \[4,3\] != self shape \[4,6\]", dy, x,
+           g, out=np.zeros((4, 3), F32))
+    raises(tg.ge_glu_backward, ValueError, 161002, "gradInput", dy, x, g, out=np.lib.stride_tricks.as_strided(
+           np.zeros(24, F32), (4, 6), (0, 4)))

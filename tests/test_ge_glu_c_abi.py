@@ -11,10 +11,7 @@ import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, launch, run_op)
 from reference.gelu import BF16, F16, F32
-
-
-def _data(shape, dtype, seed):
-    return (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
+from helpers import half_shape, normal
 
 
 def _fwd(x, dim, approximate, left, out, out_gelu):
@@ -32,10 +29,9 @@ def _bwd(dy, x, gelu, dim, approximate, left, dx):
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("shape,dim", [((4, 10), -1), ((4, 10), 0), ((3, 6, 5), 1)])
 def test_matches_python_api(isa, dtype, shape, dim):
-    x = _data(shape, dtype, 1)
-    half = list(shape)
-    half[dim] //= 2
-    dy = _data(half, dtype, 2)
+    x = normal(shape, dtype, 1, 3.0)
+    half = half_shape(shape, dim)
+    dy = normal(half, dtype, 2, 3.0)
     for code, form in ((0, "none"), (1, "tanh")):
         for left in (False, True):
             out, g = np.zeros(half, dtype), np.zeros(half, dtype)
@@ -51,7 +47,7 @@ def test_matches_python_api(isa, dtype, shape, dim):
 
 def test_v1_activates_the_right_half():
     """aclnnGeGlu / aclnnGeGluBackward = the V3 operators with activateLeft = false."""
-    x, dy = _data((3, 8), F32, 3), _data((3, 4), F32, 4)
+    x, dy = normal((3, 8), F32, 3, 3.0), normal((3, 4), F32, 4, 3.0)
     out, g = np.zeros((3, 4), F32), np.zeros((3, 4), F32)
     with AclTensors() as t:
         assert run_op("aclnnGeGlu", [t.new(x), ctypes.c_int64(-1), ctypes.c_int64(0), t.new(out), t.new(g)]) == (
@@ -66,7 +62,7 @@ def test_v1_activates_the_right_half():
 
 
 def test_strided_workspace_zero_and_empty():
-    x = _data((10, 32), BF16, 5)[::2, ::-1]
+    x = normal((10, 32), BF16, 5, 3.0)[::2, ::-1]
     out = np.zeros((5, 32), BF16)[:, ::2]
     g = np.zeros((5, 16), BF16)
     with AclTensors() as t:
@@ -81,7 +77,7 @@ def test_strided_workspace_zero_and_empty():
 
 
 def test_null_pointers():
-    x, h = _data((2, 4), F32, 6), np.zeros((2, 2), F32)
+    x, h = normal((2, 4), F32, 6, 3.0), np.zeros((2, 2), F32)
     with AclTensors() as t:
         for i, name in enumerate(["self", "out", "outGelu"]):
             args = [t.new(x), ctypes.c_int64(-1), ctypes.c_int64(1), ctypes.c_bool(False), t.new(h), t.new(h.copy())]
@@ -97,7 +93,7 @@ def test_null_pointers():
 
 
 def test_forward_errors():
-    x, h = _data((4, 6), F32, 7), np.zeros((4, 3), F32)
+    x, h = normal((4, 6), F32, 7, 3.0), np.zeros((4, 3), F32)
     op = "aclnnGeGluV3"
     assert _fwd(x, -1, 2, False, h, h.copy()) == (ACLNN_ERR_PARAM_INVALID,
                                                   f"{op}: approximate must be 0 (none) or 1 (tanh), got 2")
@@ -111,7 +107,7 @@ def test_forward_errors():
 
 
 def test_backward_errors():
-    x, dy = _data((4, 6), F32, 8), _data((4, 3), F32, 9)
+    x, dy = normal((4, 6), F32, 8, 3.0), normal((4, 3), F32, 9, 3.0)
     g, dx = np.zeros_like(dy), np.zeros_like(x)
     op = "aclnnGeGluV3Backward"
     assert _bwd(dy, x, g, -1, -1, True, dx) == (ACLNN_ERR_PARAM_INVALID,

@@ -8,6 +8,7 @@ import pytest
 
 import tilegrad as tg
 from reference.gelu import BF16, F16, F32, assert_close, gelu_backward_ref, gelu_ref
+from helpers import normal, raises
 
 DTYPES = [F32, F16, BF16]
 IDS = ["fp32", "fp16", "bf16"]
@@ -15,15 +16,11 @@ FORMS = ["none", "tanh"]
 SHAPES = [(), (1,), (7,), (4, 33), (3, 5, 129), (2, 3, 4, 1001)]
 
 
-def _data(shape, dtype, seed, scale=3.0):
-    return np.asarray(np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_forward(isa, form, dtype, shape):
-    x = _data(shape, dtype, 1)
+    x = normal(shape, dtype, 1, 3.0)
     y = tg.gelu(x, form)
     assert y.dtype == dtype and y.shape == x.shape
     assert_close(y, *gelu_ref(x, form))
@@ -33,8 +30,8 @@ def test_forward(isa, form, dtype, shape):
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_backward(isa, form, dtype, shape):
-    x = _data(shape, dtype, 2)
-    dy = _data(shape, dtype, 3, 1.0)
+    x = normal(shape, dtype, 2, 3.0)
+    dy = normal(shape, dtype, 3, 1.0)
     dx = tg.gelu_backward(dy, x, form)
     assert dx.dtype == dtype and dx.shape == x.shape
     assert_close(dx, *gelu_backward_ref(dy, x, form))
@@ -52,7 +49,7 @@ def test_dense_sweep_fp32(isa, form):
 
 
 def test_default_is_erf():
-    x = _data((5, 7), F32, 4)
+    x = normal((5, 7), F32, 4, 3.0)
     np.testing.assert_array_equal(tg.gelu(x), tg.gelu(x, "none"))
     np.testing.assert_array_equal(tg.gelu_backward(x, x), tg.gelu_backward(x, x, "none"))
     assert not np.array_equal(tg.gelu(x, "tanh"), tg.gelu(x, "none"))
@@ -61,13 +58,13 @@ def test_default_is_erf():
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_strided_and_out(isa, form, dtype):
-    x = _data((12, 40), dtype, 5)[::2, ::-1]
+    x = normal((12, 40), dtype, 5, 3.0)[::2, ::-1]
     outbuf = np.zeros((6, 80), dtype)
     out = outbuf[:, ::2]
     assert tg.gelu(x, form, out=out) is out
     assert_close(out, *gelu_ref(x, form))
     assert (outbuf[:, 1::2].astype(F32) == 0).all()
-    dy = _data((40, 6), dtype, 6).T
+    dy = normal((40, 6), dtype, 6, 3.0).T
     dxbuf = np.zeros((6, 80), dtype)
     dx = dxbuf[:, 1::2]
     assert tg.gelu_backward(dy, x, form, out=dx) is dx
@@ -76,12 +73,12 @@ def test_strided_and_out(isa, form, dtype):
 
 
 def test_in_place():
-    x = _data((9, 31), F32, 7)
+    x = normal((9, 31), F32, 7, 3.0)
     want = tg.gelu(x, "tanh")
     y = x.copy()
     assert tg.gelu(y, "tanh", out=y) is y
     np.testing.assert_array_equal(y, want)
-    dy = _data((9, 31), F32, 8)
+    dy = normal((9, 31), F32, 8, 3.0)
     want = tg.gelu_backward(dy, x)
     g = dy.copy()
     assert tg.gelu_backward(g, x, out=g) is g
@@ -90,8 +87,8 @@ def test_in_place():
 
 @pytest.mark.parametrize("form", FORMS)
 def test_backward_broadcast_and_mixed_dtypes(form):
-    x = _data((4, 1, 6), BF16, 9)
-    dy = _data((5, 1), F32, 10)
+    x = normal((4, 1, 6), BF16, 9, 3.0)
+    dy = normal((5, 1), F32, 10, 3.0)
     dx = tg.gelu_backward(dy, x, form)
     assert dx.dtype == F32 and dx.shape == (4, 5, 6)
     assert_close(dx, *gelu_backward_ref(dy, x, form))
@@ -102,8 +99,8 @@ def test_backward_broadcast_and_mixed_dtypes(form):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_threads_bit_identical(threads, dtype):
-    x = _data((64, 3001), dtype, 11)
-    dy = _data((64, 3001), dtype, 12)
+    x = normal((64, 3001), dtype, 11, 3.0)
+    dy = normal((64, 3001), dtype, 12, 3.0)
     results = []
     for n in (1, 2, 3):
         threads(n)
@@ -114,7 +111,7 @@ def test_threads_bit_identical(threads, dtype):
 
 
 def test_size_does_not_change_values():
-    x = _data(70001, F32, 13)
+    x = normal(70001, F32, 13, 3.0)
     for form in FORMS:
         whole, part = tg.gelu(x, form), tg.gelu(x[:37], form)
         np.testing.assert_array_equal(whole[:37], part)
@@ -145,8 +142,8 @@ def test_empty():
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_matches_torch(form, dtype):
     torch = pytest.importorskip("torch")
-    x = _data((16, 301), dtype, 14)
-    dy = _data((16, 301), dtype, 15)
+    x = normal((16, 301), dtype, 14, 3.0)
+    dy = normal((16, 301), dtype, 15, 3.0)
     tdt = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}[dtype]
     tx = torch.from_numpy(x.astype(F32)).to(tdt)
     tdy = torch.from_numpy(dy.astype(F32)).to(tdt)
@@ -162,39 +159,33 @@ def test_matches_torch(form, dtype):
     np.testing.assert_allclose(tg.gelu_backward(dy, x, form).astype(F32), want, rtol=tol, atol=atol)
 
 
-def _raises(fn, exc, code, match, *args, **kw):
-    with pytest.raises(exc, match=match) as e:
-        fn(*args, **kw)
-    if code is not None:
-        assert e.value.code == code
-
-
 def test_forward_errors():
-    x = _data((4, 6), F32, 16)
-    _raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: x dtype must be one of \{float32, float16, bfloat16\}, "
-            r"got float64", x.astype(np.float64))
-    _raises(tg.gelu, ValueError, 161002, r'aclnnGeluV2: approximate must be "none" or "tanh", got "erf"', x, "erf")
-    _raises(tg.gelu, TypeError, None, r"aclnnGeluV2: approximate must be a str, got 1", x, 1)
-    _raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: y dtype bfloat16 != x dtype float32", x,
-            out=np.zeros((4, 6), BF16))
-    _raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: y shape \[4,5\] != x shape \[4,6\]", x, out=np.zeros((4, 5), F32))
-    _raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: x rank must be at most 8, got 9", np.zeros((1,) * 9, F32))
-    _raises(tg.gelu, ValueError, 161002, "y", x, out=x[:, ::-1])  # overlaps x other than exactly
+    x = normal((4, 6), F32, 16, 3.0)
+    raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: x dtype must be one of \{float32, float16, bfloat16\}, "
+           r"got float64", x.astype(np.float64))
+    raises(tg.gelu, ValueError, 161002, r'aclnnGeluV2: approximate must be "none" or "tanh", got "erf"', x, "erf")
+    raises(tg.gelu, TypeError, None, r"aclnnGeluV2: approximate must be a str, got 1", x, 1)
+    raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: y dtype bfloat16 != x dtype float32", x,
+           out=np.zeros((4, 6), BF16))
+    raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: y shape \[4,5\] != x shape \[4,6\]", x,
+           out=np.zeros((4, 5), F32))
+    raises(tg.gelu, ValueError, 161002, r"aclnnGeluV2: x rank must be at most 8, got 9", np.zeros((1,) * 9, F32))
+    raises(tg.gelu, ValueError, 161002, "y", x, out=x[:, ::-1])  # overlaps x other than exactly
     with pytest.raises(TypeError):
         tg.gelu([1.0, 2.0])
 
 
 def test_backward_errors():
-    x, dy = _data((4, 6), F32, 17), _data((4, 6), F32, 18)
-    _raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradInput dtype must be float32 "
-            r"\(gradOutput float32, self float32\), got float16", dy, x, out=np.zeros((4, 6), F16))
-    _raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradInput dtype must be float32 "
-            r"\(gradOutput float16, self bfloat16\), got float16", dy.astype(F16), x.astype(BF16),
-            out=np.zeros((4, 6), F16))
-    _raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradOutput shape \[4,5\] and self shape "
-            r"\[4,6\]", dy[:, :5], x)
-    _raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradInput shape \[4,5\] != broadcast of "
-            r"gradOutput \[4,6\] and self \[4,6\] = \[4,6\]", dy, x, out=np.zeros((4, 5), F32))
-    _raises(tg.gelu_backward, ValueError, 161002, r'aclnnGeluBackwardV2: approximate must be "none" or "tanh", '
-            r'got "Tanh"', dy, x, "Tanh")
-    _raises(tg.gelu_backward, ValueError, 161002, "self dtype must be one of", dy, x.astype(np.int32))
+    x, dy = normal((4, 6), F32, 17, 3.0), normal((4, 6), F32, 18, 3.0)
+    raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradInput dtype must be float32 "
+           r"\(gradOutput float32, self float32\), got float16", dy, x, out=np.zeros((4, 6), F16))
+    raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradInput dtype must be float32 "
+           r"\(gradOutput float16, self bfloat16\), got float16", dy.astype(F16), x.astype(BF16),
+           out=np.zeros((4, 6), F16))
+    raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradOutput shape \[4,5\] and self shape "
+           r"\[4,6\]", dy[:, :5], x)
+    raises(tg.gelu_backward, ValueError, 161002, r"aclnnGeluBackwardV2: gradInput shape \[4,5\] != broadcast of "
+           r"gradOutput \[4,6\] and self \[4,6\] = \[4,6\]", dy, x, out=np.zeros((4, 5), F32))
+    raises(tg.gelu_backward, ValueError, 161002, r'aclnnGeluBackwardV2: approximate must be "none" or "tanh", '
+           r'got "Tanh"', dy, x, "Tanh")
+    raises(tg.gelu_backward, ValueError, 161002, "self dtype must be one of", dy, x.astype(np.int32))

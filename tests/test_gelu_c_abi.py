@@ -11,10 +11,7 @@ import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         assert_null_out_pointers_refused, get_workspace_size, launch, run_op)
 from reference.gelu import BF16, F16, F32
-
-
-def _data(shape, dtype, seed):
-    return (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
+from helpers import normal
 
 
 def _gelu(x, out):
@@ -39,8 +36,8 @@ def _backward_v2(dy, x, approximate, dx):
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["fp32", "fp16", "bf16"])
 def test_matches_python_api(isa, dtype):
-    x = _data((5, 37), dtype, 1)
-    dy = _data((5, 37), dtype, 2)
+    x = normal((5, 37), dtype, 1, 3.0)
+    dy = normal((5, 37), dtype, 2, 3.0)
     for code, form in ((0, "none"), (1, "tanh")):
         y = np.zeros_like(x)
         assert _gelu_v2(x, code, y) == (ACLNN_SUCCESS, "")
@@ -57,8 +54,8 @@ def test_matches_python_api(isa, dtype):
 
 
 def test_broadcast_strided_workspace_zero_and_empty():
-    x = _data((10, 32), BF16, 3)[::2, ::-1]
-    dy = _data((1, 16), F32, 4)
+    x = normal((10, 32), BF16, 3, 3.0)[::2, ::-1]
+    dy = normal((1, 16), F32, 4, 3.0)
     dx = np.zeros((5, 32), F32)[:, ::2][:, :16]
     xs = x[:, :16]
     with AclTensors() as t:
@@ -73,7 +70,7 @@ def test_broadcast_strided_workspace_zero_and_empty():
 
 
 def test_null_pointers():
-    x = _data((2, 4), F32, 5)
+    x = normal((2, 4), F32, 5, 3.0)
     with AclTensors() as t:
         s, m = run_op("aclnnGelu", [None, t.new(x)])
         assert s == ACLNN_ERR_PARAM_NULLPTR and "aclnnGelu: self" in m, m
@@ -90,7 +87,7 @@ def test_null_pointers():
 
 
 def test_forward_errors():
-    x = _data((4, 6), F32, 6)
+    x = normal((4, 6), F32, 6, 3.0)
     assert _gelu(x.astype(np.float64), np.zeros((4, 6), np.float64)) == (
         ACLNN_ERR_PARAM_INVALID, "aclnnGelu: self dtype must be one of {float32, float16, bfloat16}, got float64")
     assert _gelu(x, np.zeros((4, 6), F16)) == (ACLNN_ERR_PARAM_INVALID, "aclnnGelu: out dtype float16 != self "
@@ -105,7 +102,7 @@ def test_forward_errors():
 
 
 def test_backward_errors():
-    x, dy = _data((4, 6), F32, 7), _data((4, 6), F32, 8)
+    x, dy = normal((4, 6), F32, 7, 3.0), normal((4, 6), F32, 8, 3.0)
     dx = np.zeros_like(x)
     assert _backward_v2(dy, x, b"gelu", dx) == (ACLNN_ERR_PARAM_INVALID,
                                                 'aclnnGeluBackwardV2: approximate must be "none" or "tanh", got "gelu"')

@@ -11,14 +11,11 @@ import pytest
 import tilegrad as tg
 from acl_ctypes import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors, run_op
 from reference import rms_norm as ref
+from helpers import normal
 
 F32, F16, BF16 = ref.F32, ref.F16, ref.BF16
 DTYPES = [(F32, F32), (F16, F16), (BF16, BF16), (BF16, F32), (F16, F32)]
 IDS = ["f32", "f16", "bf16", "bf16-f32", "f16-f32"]
-
-
-def _data(shape, dtype, seed, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
 
 
 def _one_plus(gamma):
@@ -28,13 +25,13 @@ def _one_plus(gamma):
 @pytest.mark.parametrize("dt", DTYPES, ids=IDS)
 @pytest.mark.parametrize("shape,k", [((3, 64), 1), ((2, 5, 33), 1), ((2, 3, 4, 8), 2), ((7, 1000), 1)])
 def test_forward_and_grad(isa, dt, shape, k):
-    x = _data(shape, dt[0], 1, 2.0)
-    g = _data(shape[-k:], dt[1], 2, 0.3)
+    x = normal(shape, dt[0], 1, 2.0)
+    g = normal(shape[-k:], dt[1], 2, 0.3)
     y, rstd = tg.rms_norm(x, g, 1e-6, weight_offset=1.0)
     yr, rr, ys = ref.rms_norm_ref(x, _one_plus(g), 1e-6)
     ref.assert_close(y, yr, ys, ref.Y_ULPS)
     ref.assert_close(rstd, rr, rr, ref.RSTD_ULPS)
-    dy = _data(shape, dt[0], 3)
+    dy = normal(shape, dt[0], 3)
     dx, dg = tg.rms_norm_grad(dy, x, rstd, g, weight_offset=1.0)
     dxr, dgr, dxs, dgs = ref.rms_norm_grad_ref(dy, x, rstd, _one_plus(g))
     ref.assert_close(dx, dxr, dxs, ref.DX_ULPS)
@@ -44,7 +41,7 @@ def test_forward_and_grad(isa, dt, shape, k):
 
 
 def test_offset_zero_is_rms_norm_bit_for_bit():
-    x, g = _data((4, 48), BF16, 4), _data(48, BF16, 5)
+    x, g = normal((4, 48), BF16, 4), normal(48, BF16, 5)
     g[3] = -0.0  # the sign of a zero weight survives (the offset is not added at 0)
     a, b = tg.rms_norm(x, g, 1e-5), tg.rms_norm(x, g, 1e-5, weight_offset=0.0)
     np.testing.assert_array_equal(a[0].view(np.uint16), b[0].view(np.uint16))
@@ -52,7 +49,7 @@ def test_offset_zero_is_rms_norm_bit_for_bit():
 
 @pytest.mark.parametrize("dt", DTYPES[:3], ids=IDS[:3])
 def test_c_abi_matches_python_api(isa, dt):
-    x, g = _data((6, 40), dt[0], 6), _data(40, dt[1], 7)
+    x, g = normal((6, 40), dt[0], 6), normal(40, dt[1], 7)
     y, rstd = np.zeros_like(x), np.zeros((6, 1), F32)
     with AclTensors() as t:
         assert run_op("aclnnGemmaRmsNorm", [t.new(x), t.new(g), ctypes.c_double(1e-6), t.new(y), t.new(rstd)]) == (
@@ -63,7 +60,7 @@ def test_c_abi_matches_python_api(isa, dt):
 
 
 def test_c_abi_errors():
-    x, g = _data((6, 40), F32, 8), _data(40, F32, 9)
+    x, g = normal((6, 40), F32, 8), normal(40, F32, 9)
     with AclTensors() as t:
         s, m = run_op("aclnnGemmaRmsNorm", [t.new(x), None, ctypes.c_double(1e-6), t.new(np.zeros_like(x)),
                                             t.new(np.zeros((6, 1), F32))])
@@ -74,7 +71,7 @@ def test_c_abi_errors():
 
 
 def test_bad_offset():
-    x, g = _data((2, 8), F32, 10), _data(8, F32, 11)
+    x, g = normal((2, 8), F32, 10), normal(8, F32, 11)
     with pytest.raises(ValueError, match="aclnnRmsNorm: weight_offset must be finite, got nan"):
         tg.rms_norm(x, g, weight_offset=float("nan"))
     with pytest.raises(TypeError, match="weight_offset must be a float"):
@@ -88,14 +85,14 @@ def test_bad_offset():
 def test_matches_hugging_face_gemma(dtype):
     """transformers' GemmaRMSNorm: fp32 normalisation, times (1 + weight) in fp32, one cast back."""
     torch = pytest.importorskip("torch")
-    x = _data((8, 64), dtype, 12, 2.0)
-    w = _data(64, dtype, 13, 0.3)
+    x = normal((8, 64), dtype, 12, 2.0)
+    w = normal(64, dtype, 13, 0.3)
     tdt = torch.float32 if dtype == F32 else torch.bfloat16
     tx = torch.from_numpy(x.astype(F32)).to(tdt).requires_grad_()
     tw = torch.from_numpy(w.astype(F32)).to(tdt).requires_grad_()
     xf = tx.float()
     out = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + tw.float())).type_as(tx)
-    dy = _data((8, 64), dtype, 14)
+    dy = normal((8, 64), dtype, 14)
     out.backward(torch.from_numpy(dy.astype(F32)).to(tdt))
     y, rstd = tg.rms_norm(x, w, 1e-6, weight_offset=1.0)
     dx, dg = tg.rms_norm_grad(dy, x, rstd, w, weight_offset=1.0)

@@ -10,13 +10,10 @@ import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, launch, run_op)
 from reference.rms_norm import BF16, F16, F32
+from helpers import normal
 
 OP = "aclnnRmsNorm"
 TILING_ERROR = 561002
-
-
-def _data(shape, dtype, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def _run(x, g, eps, y, rstd):
@@ -26,7 +23,7 @@ def _run(x, g, eps, y, rstd):
 
 @pytest.mark.parametrize("dtype,gdtype", [(F32, F32), (F16, F16), (BF16, BF16), (F16, F32), (BF16, F32)])
 def test_matches_python_api(isa, dtype, gdtype):
-    x, g = _data((2, 3, 4, 8), dtype, 1), _data((4, 8), gdtype, 2)
+    x, g = normal((2, 3, 4, 8), dtype, 1), normal((4, 8), gdtype, 2)
     y, rstd = np.zeros(x.shape, dtype), np.zeros((2, 3, 1, 1), F32)
     assert _run(x, g, 1e-5, y, rstd) == (ACLNN_SUCCESS, "")
     want_y, want_r = tg.rms_norm(x, g, 1e-5)
@@ -35,8 +32,8 @@ def test_matches_python_api(isa, dtype, gdtype):
 
 
 def test_strided():
-    x = _data((8, 64), BF16, 3)[::2, ::-1]
-    g = _data(128, F32, 4)[::2]
+    x = normal((8, 64), BF16, 3)[::2, ::-1]
+    g = normal(128, F32, 4)[::2]
     ybuf = np.zeros((4, 128), BF16)
     y = ybuf[:, ::2]
     rstd = np.zeros((4, 1), F32)
@@ -47,7 +44,7 @@ def test_strided():
 
 
 def test_workspace_and_empty():
-    x, g = _data((16, 32), F32, 5), _data(32, F32, 6)
+    x, g = normal((16, 32), F32, 5), normal(32, F32, 6)
     y, rstd = np.zeros_like(x), np.zeros((16, 1), F32)
     with AclTensors() as t:
         status, ws, ex = get_workspace_size(OP, [t.new(x), t.new(g), ctypes.c_double(1e-6), t.new(y), t.new(rstd)])
@@ -62,7 +59,7 @@ def test_workspace_and_empty():
 
 
 def test_null_pointers():
-    x, g = _data((4, 8), F32, 7), _data(8, F32, 8)
+    x, g = normal((4, 8), F32, 7), normal(8, F32, 8)
     y, rstd = np.zeros_like(x), np.zeros((4, 1), F32)
     names = ["x", "gamma", "yOut", "rstdOut"]
     for i, name in enumerate(names):
@@ -85,7 +82,7 @@ def test_null_pointers():
     ("eps", TILING_ERROR, "aclnnRmsNorm: epsilon must be >= 0, got -0.5"),
 ])
 def test_errors(case, code, message):
-    x, g = _data((4, 8), F32, 9), _data(8, F32, 10)
+    x, g = normal((4, 8), F32, 9), normal(8, F32, 10)
     y, rstd, eps = np.zeros_like(x), np.zeros((4, 1), F32), 1e-6
     if case == "x_f64": x = x.astype(np.float64)
     if case == "gamma_bf16_x_f32": g = g.astype(BF16)

@@ -7,19 +7,16 @@ import pytest
 
 import tilegrad as tg
 from reference.rms_norm import (BF16, DGAMMA_REL, DX_ULPS, F16, F32, assert_close, rms_norm_grad_ref)
+from helpers import normal, raises
 
 DTYPES = [F32, F16, BF16]
 IDS = ["fp32", "fp16", "bf16"]
 
 
-def _data(shape, dtype, seed, scale=2.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
 def _inputs(shape, k, dtype, seed, gamma_dtype=None):
-    x = _data(shape, dtype, seed)
-    g = _data(shape[-k:], gamma_dtype or dtype, seed + 1, 1.0)
-    dy = _data(shape, dtype, seed + 2)
+    x = normal(shape, dtype, seed, 2.0)
+    g = normal(shape[-k:], gamma_dtype or dtype, seed + 1, 1.0)
+    dy = normal(shape, dtype, seed + 2, 2.0)
     _, rstd = tg.rms_norm(x, g)
     return dy, x, rstd, g
 
@@ -113,31 +110,34 @@ def test_matches_torch_autograd_fp32():
     np.testing.assert_allclose(dgamma, tgm.grad.numpy(), rtol=1e-5, atol=1e-4)
 
 
-def _raises(exc, code, match, *args, **kw):
-    with pytest.raises(exc, match=match) as e:
-        tg.rms_norm_grad(*args, **kw)
-    assert e.value.code == code
-
-
 def test_errors():
     dy, x, rstd, g = _inputs((4, 8), 1, F32, 17)
-    _raises(ValueError, 161002, r"aclnnRmsNormGrad: x dtype float16 != dy dtype float32", dy, x.astype(F16), rstd, g)
-    _raises(ValueError, 161002, r"rstd dtype must be one of \{float32\}, got float16", dy, x, rstd.astype(F16), g)
-    _raises(ValueError, 161002, r"gamma dtype must be x's dtype \(float32\) or float32, got float16", dy, x, rstd,
-            g.astype(F16))
-    _raises(ValueError, 561002, r"dy shape must equal x shape \[4,8\], got \[8,4\]", dy.T.copy(), x, rstd, g)
-    _raises(ValueError, 561002, r"rstd shape must be x's leading dims \[4\] \(size-1 dims aside\), got \[3,1\]",
-            dy, x, rstd[:3], g)
+    raises(tg.rms_norm_grad, ValueError, 161002, r"aclnnRmsNormGrad: x dtype float16 != dy dtype float32", dy,
+           x.astype(F16), rstd, g)
+    raises(tg.rms_norm_grad, ValueError, 161002, r"rstd dtype must be one of \{float32\}, got float16", dy, x,
+           rstd.astype(F16), g)
+    raises(tg.rms_norm_grad, ValueError, 161002, r"gamma dtype must be x's dtype \(float32\) or float32, got float16",
+           dy, x, rstd,
+           g.astype(F16))
+    raises(tg.rms_norm_grad, ValueError, 561002, r"dy shape must equal x shape \[4,8\], got \[8,4\]", dy.T.copy(), x,
+           rstd, g)
+    raises(tg.rms_norm_grad, ValueError, 561002,
+           r"rstd shape must be x's leading dims \[4\] \(size-1 dims aside\), got \[3,1\]",
+           dy, x, rstd[:3], g)
     d4, x4, r4, g4 = _inputs((2, 3, 4, 8), 1, F32, 19)
-    _raises(ValueError, 561002, r"rstd shape must be x's leading dims \[2,3,4\] \(size-1 dims aside\), got \[24\]",
-            d4, x4, r4.reshape(24), g4)
-    _raises(ValueError, 561002, r"gamma shape must equal the trailing dims of x \[8\], got \[4\]", dy, x, rstd, g[:4])
-    _raises(ValueError, 161002, r"dxOut dtype bfloat16 != x dtype float32", dy, x, rstd, g,
-            out=np.zeros((4, 8), BF16))
-    _raises(ValueError, 561002, r"dxOut shape must equal x shape \[4,8\], got \[4,7\]", dy, x, rstd, g,
-            out=np.zeros((4, 7), F32))
-    _raises(ValueError, 161002, r"dgammaOut dtype must be one of \{float32\}, got bfloat16", dy, x, rstd, g,
-            dgamma_out=np.zeros(8, BF16))
-    _raises(ValueError, 561002, r"dgammaOut shape must equal gamma shape \[8\], got \[1,8\]", dy, x, rstd, g,
-            dgamma_out=np.zeros((1, 8), F32))
-    _raises(ValueError, 161002, r"dgammaOut", dy, x, rstd, g, dgamma_out=dy.reshape(-1)[:8])
+    raises(tg.rms_norm_grad, ValueError, 561002,
+           r"rstd shape must be x's leading dims \[2,3,4\] \(size-1 dims aside\), got \[24\]",
+           d4, x4, r4.reshape(24), g4)
+    raises(tg.rms_norm_grad, ValueError, 561002, r"gamma shape must equal the trailing dims of x \[8\], got \[4\]", dy,
+           x, rstd, g[:4])
+    raises(tg.rms_norm_grad, ValueError, 161002, r"dxOut dtype bfloat16 != x dtype float32", dy, x, rstd, g,
+           out=np.zeros((4, 8), BF16))
+    raises(tg.rms_norm_grad, ValueError, 561002, r"dxOut shape must equal x shape \[4,8\], got \[4,7\]", dy, x, rstd, g,
+           out=np.zeros((4, 7), F32))
+    raises(tg.rms_norm_grad, ValueError, 161002, r"dgammaOut dtype must be one of \{float32\}, got bfloat16", dy, x,
+           rstd, g,
+           dgamma_out=np.zeros(8, BF16))
+    raises(tg.rms_norm_grad, ValueError, 561002, r"dgammaOut shape must equal gamma shape \[8\], got \[1,8\]", dy, x,
+           rstd, g,
+           dgamma_out=np.zeros((1, 8), F32))
+    raises(tg.rms_norm_grad, ValueError, 161002, r"dgammaOut", dy, x, rstd, g, dgamma_out=dy.reshape(-1)[:8])

@@ -8,17 +8,14 @@ import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, launch, run_op)
 from reference.rms_norm import BF16, F16, F32
+from helpers import normal
 
 OP = "aclnnRmsNormGrad"
 TILING_ERROR = 561002
 
 
-def _data(shape, dtype, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-
-
 def _inputs(shape, k, dtype, gdtype, seed):
-    x, g, dy = _data(shape, dtype, seed), _data(shape[-k:], gdtype, seed + 1), _data(shape, dtype, seed + 2)
+    x, g, dy = normal(shape, dtype, seed), normal(shape[-k:], gdtype, seed + 1), normal(shape, dtype, seed + 2)
     return dy, x, tg.rms_norm(x, g)[1], g
 
 
@@ -53,7 +50,7 @@ def test_strided_and_workspace():
 
 
 def test_empty_rows_dgamma_nan():
-    g = _data(8, F32, 5)
+    g = normal(8, F32, 5)
     e = np.zeros((0, 8), F32)
     dg = np.zeros(8, F32)
     assert _run(e, e, np.zeros((0, 1), F32), g, e.copy(), dg) == (ACLNN_SUCCESS, "")

@@ -6,6 +6,7 @@ a cross-check with PyTorch's Hugging Face rotate_half composite (and GPT-J's int
 its autograd; errors (exception class, message, .code); a hypothesis property."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 import tilegrad as tg
 from reference.rotary_position_embedding import (BF16, F16, F32, assert_rope_close, broadcast_axes, rope_forward_f64,
                                                  rope_grad_f64)
+from helpers import raises
 
 DTYPES = [F32, F16, BF16]
 DTYPE_IDS = ["fp32", "fp16", "bf16"]
@@ -300,49 +302,46 @@ def test_matches_hugging_face_composite_and_autograd(rng):
 
 # ---- errors ----------------------------------------------------------------------------------
 
-def _raises(exc, code, text, fn, *args, **kw):
-    with pytest.raises(exc) as info:
-        fn(*args, **kw)
-    assert text in str(info.value), str(info.value)
-    if code is not None:
-        assert info.value.code == code
-    return info.value
-
-
 def test_errors_forward(rng):
     op = "aclnnRotaryPositionEmbedding"
     x, cos, sin = case(rng, F32, cos_lead=(1, 3, 1))
     f = tg.rotary_position_embedding
-    _raises(ValueError, PARAM_INVALID, f"{op}: cos dtype float16 != x dtype float32", f, x, cos.astype(F16), sin)
-    _raises(ValueError, PARAM_INVALID, f"{op}: x dtype must be one of {{float32, float16, bfloat16}}, got float64",
-            f, x.astype(np.float64), cos, sin)
-    _raises(ValueError, PARAM_INVALID, f"{op}: out dtype bfloat16 != x dtype float32", f, x, cos, sin,
-            out=np.zeros(x.shape, BF16))
-    _raises(ValueError, TILING_ERR, f"{op}: x must be 4-D, got shape [3,5,8]", f, x[0], cos, sin)
-    _raises(ValueError, TILING_ERR, f"{op}: cos must be 4-D, got shape [3,1,8]", f, x, cos[0], sin)
-    _raises(ValueError, TILING_ERR,
-            f"{op}: mode must be 0 (half), 1 (interleave), 2 (quarter) or 3 (interleave-half), got 4", f, x, cos, sin, 4)
-    _raises(ValueError, TILING_ERR, "got -1", f, x, cos, sin, -1)
-    _raises(ValueError, TILING_ERR, f"{op}: sin shape [1,3,1,4] != cos shape [1,3,1,8]", f, x, cos, sin[..., :4])
-    _raises(ValueError, TILING_ERR, f"{op}: cos last dim must equal x's 8, got 4 (cos shape [1,3,1,4])",
-            f, x, cos[..., :4], sin[..., :4])
-    _raises(ValueError, TILING_ERR, f"{op}: x last dim must be a multiple of 2 in mode 0 (half), got 7",
-            f, x[..., :7], cos[..., :7], sin[..., :7])
-    _raises(ValueError, TILING_ERR, f"{op}: x last dim must be a multiple of 4 in mode 2 (quarter), got 6",
-            f, x[..., :6], cos[..., :6], sin[..., :6], 2)
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: cos dtype float16 != x dtype float32"), x, cos.astype(F16),
+           sin)
+    raises(f, ValueError, PARAM_INVALID,
+           re.escape(f"{op}: x dtype must be one of {{float32, float16, bfloat16}}, got float64"),
+           x.astype(np.float64), cos, sin)
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: out dtype bfloat16 != x dtype float32"), x, cos, sin,
+           out=np.zeros(x.shape, BF16))
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: x must be 4-D, got shape [3,5,8]"), x[0], cos, sin)
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: cos must be 4-D, got shape [3,1,8]"), x, cos[0], sin)
+    raises(f, ValueError, TILING_ERR,
+           re.escape(f"{op}: mode must be 0 (half), 1 (interleave), 2 (quarter) or 3 (interleave-half), got 4"), x,
+           cos, sin, 4)
+    raises(f, ValueError, TILING_ERR, re.escape("got -1"), x, cos, sin, -1)
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: sin shape [1,3,1,4] != cos shape [1,3,1,8]"), x, cos,
+           sin[..., :4])
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: cos last dim must equal x's 8, got 4 (cos shape [1,3,1,4])"),
+           x, cos[..., :4], sin[..., :4])
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: x last dim must be a multiple of 2 in mode 0 (half), got 7"),
+           x[..., :7], cos[..., :7], sin[..., :7])
+    raises(f, ValueError, TILING_ERR,
+           re.escape(f"{op}: x last dim must be a multiple of 4 in mode 2 (quarter), got 6"), x[..., :6], cos[..., :6],
+           sin[..., :6], 2)
     big = np.zeros((1, 1, 1, 1026), F32)
-    _raises(ValueError, TILING_ERR, f"{op}: x last dim must be at most 1024, got 1026", f, big, big, big)
-    _raises(ValueError, TILING_ERR, f"{op}: cos dim 1 must be 1 or x's 3 (cos shape [1,2,1,8], x shape [2,3,5,8]), got 2",
-            f, x, cos[:, :2], sin[:, :2])
-    _raises(ValueError, TILING_ERR, f"{op}: out shape [2,3,4,8] != x shape [2,3,5,8]", f, x, cos, sin,
-            out=np.zeros((2, 3, 4, 8), F32))
-    _raises(ValueError, PARAM_INVALID, f"{op}: out overlaps x without being the same view", f, x, cos, sin,
-            out=x[:, :, ::-1])
-    _raises(ValueError, PARAM_INVALID, f"{op}: out overlaps cos", f, cos, cos, sin, out=cos)
-    _raises(ValueError, PARAM_INVALID, f"{op}: out has overlapping elements", f, x, cos, sin,
-            out=np.lib.stride_tricks.as_strided(np.zeros((1, 3, 5, 8), F32), x.shape, (0, 160, 32, 4)))
-    _raises(TypeError, None, "", f, x.tolist(), cos, sin)
-    _raises(TypeError, PARAM_INVALID, f"{op}: mode must be an int, got 0.0 (float)", f, x, cos, sin, 0.0)
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: x last dim must be at most 1024, got 1026"), big, big, big)
+    raises(f, ValueError, TILING_ERR,
+           re.escape(f"{op}: cos dim 1 must be 1 or x's 3 (cos shape [1,2,1,8], x shape [2,3,5,8]), got 2"), x,
+           cos[:, :2], sin[:, :2])
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: out shape [2,3,4,8] != x shape [2,3,5,8]"), x, cos, sin,
+           out=np.zeros((2, 3, 4, 8), F32))
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: out overlaps x without being the same view"), x, cos, sin,
+           out=x[:, :, ::-1])
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: out overlaps cos"), cos, cos, sin, out=cos)
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: out has overlapping elements"), x, cos, sin,
+           out=np.lib.stride_tricks.as_strided(np.zeros((1, 3, 5, 8), F32), x.shape, (0, 160, 32, 4)))
+    raises(f, TypeError, None, None, x.tolist(), cos, sin)  # any message
+    raises(f, TypeError, PARAM_INVALID, re.escape(f"{op}: mode must be an int, got 0.0 (float)"), x, cos, sin, 0.0)
 
 
 def test_errors_grad(rng):
@@ -350,23 +349,27 @@ def test_errors_grad(rng):
     x, cos, sin = case(rng, F32, cos_lead=(1, 3, 1))
     dy = data(rng, x.shape, F32)
     f = tg.rotary_position_embedding_grad
-    _raises(ValueError, PARAM_INVALID, f"{op}: xOptional dtype float16 != dy dtype float32", f, dy, cos, sin,
-            x.astype(F16))
-    _raises(ValueError, PARAM_INVALID, f"{op}: dcosOut dtype bfloat16 != dy dtype float32", f, dy, cos, sin, x,
-            out=(None, np.zeros(cos.shape, BF16), None))
-    _raises(ValueError, TILING_ERR, f"{op}: xOptional shape [2,3,5,4] != dy shape [2,3,5,8]", f, dy, cos, sin,
-            x[..., :4])
-    _raises(ValueError, TILING_ERR, f"{op}: dxOut shape [2,3,5,4] != dy shape [2,3,5,8]", f, dy, cos, sin, x,
-            out=(np.zeros((2, 3, 5, 4), F32), None, None))
-    _raises(ValueError, TILING_ERR, f"{op}: dsinOut shape [1,1,1,8] != cos shape [1,3,1,8]", f, dy, cos, sin, x,
-            out=(None, None, np.zeros((1, 1, 1, 8), F32)))
-    _raises(ValueError, TILING_ERR, f"{op}: cos dim 0 must be 1 or dy's 2", f, dy, np.zeros((3, 3, 1, 8), F32),
-            np.zeros((3, 3, 1, 8), F32))
-    _raises(ValueError, TILING_ERR, "mode must be 0 (half)", f, dy, cos, sin, x, 9)
-    _raises(ValueError, PARAM_INVALID, f"{op}: dcosOut overlaps dsinOut", f, dy, cos, sin, x,
-            out=(None, (buf := np.zeros(cos.shape, F32)), buf))
-    _raises(ValueError, PARAM_INVALID, f"{op}: dxOut overlaps xOptional", f, dy, cos, sin, x, out=(x, None, None))
-    _raises(TypeError, PARAM_INVALID, "out must be a tuple (dx, dcos, dsin)", f, dy, cos, sin, x, out=dy)
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: xOptional dtype float16 != dy dtype float32"), dy, cos, sin,
+           x.astype(F16))
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: dcosOut dtype bfloat16 != dy dtype float32"), dy, cos, sin,
+           x,
+           out=(None, np.zeros(cos.shape, BF16), None))
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: xOptional shape [2,3,5,4] != dy shape [2,3,5,8]"), dy, cos, sin,
+           x[..., :4])
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: dxOut shape [2,3,5,4] != dy shape [2,3,5,8]"), dy, cos, sin, x,
+           out=(np.zeros((2, 3, 5, 4), F32), None, None))
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: dsinOut shape [1,1,1,8] != cos shape [1,3,1,8]"), dy, cos, sin,
+           x,
+           out=(None, None, np.zeros((1, 1, 1, 8), F32)))
+    raises(f, ValueError, TILING_ERR, re.escape(f"{op}: cos dim 0 must be 1 or dy's 2"), dy,
+           np.zeros((3, 3, 1, 8), F32),
+           np.zeros((3, 3, 1, 8), F32))
+    raises(f, ValueError, TILING_ERR, re.escape("mode must be 0 (half)"), dy, cos, sin, x, 9)
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: dcosOut overlaps dsinOut"), dy, cos, sin, x,
+           out=(None, (buf := np.zeros(cos.shape, F32)), buf))
+    raises(f, ValueError, PARAM_INVALID, re.escape(f"{op}: dxOut overlaps xOptional"), dy, cos, sin, x,
+           out=(x, None, None))
+    raises(f, TypeError, PARAM_INVALID, re.escape("out must be a tuple (dx, dcos, dsin)"), dy, cos, sin, x, out=dy)
 
 
 # ---- property --------------------------------------------------------------------------------

@@ -10,17 +10,14 @@ import pytest
 
 import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
-                        get_workspace_size, last_error, launch, run_op)
+                        get_workspace_size, launch, run_op)
 from reference.rotary_position_embedding import BF16, F16, F32
+from helpers import expect_status, normal
 
 FWD, GRAD = "aclnnRotaryPositionEmbedding", "aclnnRotaryPositionEmbeddingGrad"
 TILING = 561002
 DTYPES = [F32, F16, BF16]
 DTYPE_IDS = ["fp32", "fp16", "bf16"]
-
-
-def _data(shape, dtype, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def _fwd(x, cos, sin, mode, out, **kw):
@@ -34,12 +31,6 @@ def _grad(dy, cos, sin, x, mode, dx, dcos, dsin):
                              t.new(dsin)])
 
 
-def _expect(status_msg, code, text):
-    status, msg = status_msg
-    assert status == code, (status, msg)
-    assert text in msg, msg
-
-
 def _same(a, b):
     return np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
@@ -49,8 +40,8 @@ def _same(a, b):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("mode", [0, 1, 2, 3])
 def test_results_equal_python_api(isa, dtype, mode):
-    x, dy = _data((2, 3, 4, 36), dtype, 1), _data((2, 3, 4, 36), dtype, 2)
-    cos, sin = _data((1, 3, 1, 36), dtype, 3), _data((1, 3, 1, 36), dtype, 4)
+    x, dy = normal((2, 3, 4, 36), dtype, 1), normal((2, 3, 4, 36), dtype, 2)
+    cos, sin = normal((1, 3, 1, 36), dtype, 3), normal((1, 3, 1, 36), dtype, 4)
     out = np.zeros_like(x)
     assert _fwd(x, cos, sin, mode, out) == (ACLNN_SUCCESS, "")
     assert _same(out, tg.rotary_position_embedding(x, cos, sin, mode))
@@ -61,8 +52,8 @@ def test_results_equal_python_api(isa, dtype, mode):
 
 
 def test_strided_and_in_place(isa):
-    x = _data((2, 4, 3, 32), F32, 5).transpose(0, 2, 1, 3)[:, ::-1]
-    cos, sin = _data((1, 1, 4, 64), F32, 6)[..., ::2], _data((1, 1, 4, 64), F32, 7)[..., ::2]
+    x = normal((2, 4, 3, 32), F32, 5).transpose(0, 2, 1, 3)[:, ::-1]
+    cos, sin = normal((1, 1, 4, 64), F32, 6)[..., ::2], normal((1, 1, 4, 64), F32, 7)[..., ::2]
     out = np.zeros((2, 3, 4, 64), F32)[..., 1::2]
     assert _fwd(x, cos, sin, 3, out) == (ACLNN_SUCCESS, "")
     assert _same(out, tg.rotary_position_embedding(np.ascontiguousarray(x), np.ascontiguousarray(cos),
@@ -76,7 +67,7 @@ def test_strided_and_in_place(isa):
 
 
 def test_grad_without_x_leaves_dcos_dsin_untouched():
-    dy, cos, sin = _data((2, 3, 4, 8), F32, 8), _data((1, 3, 1, 8), F32, 9), _data((1, 3, 1, 8), F32, 10)
+    dy, cos, sin = normal((2, 3, 4, 8), F32, 8), normal((1, 3, 1, 8), F32, 9), normal((1, 3, 1, 8), F32, 10)
     dx, dcos, dsin = np.zeros_like(dy), np.full(cos.shape, 5, F32), np.full(cos.shape, 6, F32)
     assert _grad(dy, cos, sin, None, 0, dx, dcos, dsin) == (ACLNN_SUCCESS, "")
     assert _same(dx, tg.rotary_position_embedding_grad(dy, cos, sin, None, 0)[0])
@@ -84,8 +75,8 @@ def test_grad_without_x_leaves_dcos_dsin_untouched():
 
 
 def test_grad_second_pass_workspace():
-    x, dy = _data((4, 32, 4, 64), F32, 11), _data((4, 32, 4, 64), F32, 12)
-    cos, sin = _data((1, 1, 1, 64), F32, 13), _data((1, 1, 1, 64), F32, 14)
+    x, dy = normal((4, 32, 4, 64), F32, 11), normal((4, 32, 4, 64), F32, 12)
+    cos, sin = normal((1, 1, 1, 64), F32, 13), normal((1, 1, 1, 64), F32, 14)
     dx, dcos, dsin = np.zeros_like(x), np.zeros_like(cos), np.zeros_like(cos)
     want = tg.rotary_position_embedding_grad(dy, cos, sin, x, 0)
     with AclTensors() as t:
@@ -140,20 +131,23 @@ def test_null_tensors():
 def test_dtype_errors():
     f = np.zeros((1, 2, 1, 4), F32)
     for name, arr in (("int32", f.astype(np.int32)), ("float64", f.astype(np.float64)), ("int8", f.astype(np.int8))):
-        _expect(_fwd(arr, f, f.copy(), 0, f.copy()), ACLNN_ERR_PARAM_INVALID,
-                f"{FWD}: x dtype must be one of {{float32, float16, bfloat16}}, got {name}")
-        _expect(_grad(arr, f, f.copy(), None, 0, f.copy(), f.copy(), f.copy()), ACLNN_ERR_PARAM_INVALID,
-                f"{GRAD}: dy dtype must be one of {{float32, float16, bfloat16}}, got {name}")
+        expect_status(_fwd(arr, f, f.copy(), 0, f.copy()), ACLNN_ERR_PARAM_INVALID,
+                      f"{FWD}: x dtype must be one of {{float32, float16, bfloat16}}, got {name}")
+        expect_status(_grad(arr, f, f.copy(), None, 0, f.copy(), f.copy(), f.copy()), ACLNN_ERR_PARAM_INVALID,
+                      f"{GRAD}: dy dtype must be one of {{float32, float16, bfloat16}}, got {name}")
     h = f.astype(F16)
-    _expect(_fwd(f, h, h.copy(), 0, f.copy()), ACLNN_ERR_PARAM_INVALID, f"{FWD}: cos dtype float16 != x dtype float32")
-    _expect(_fwd(f, f.copy(), h, 0, f.copy()), ACLNN_ERR_PARAM_INVALID, f"{FWD}: sin dtype float16 != x dtype float32")
-    _expect(_fwd(f, f.copy(), f.copy(), 0, h), ACLNN_ERR_PARAM_INVALID, f"{FWD}: out dtype float16 != x dtype float32")
+    expect_status(_fwd(f, h, h.copy(), 0, f.copy()), ACLNN_ERR_PARAM_INVALID,
+                  f"{FWD}: cos dtype float16 != x dtype float32")
+    expect_status(_fwd(f, f.copy(), h, 0, f.copy()), ACLNN_ERR_PARAM_INVALID,
+                  f"{FWD}: sin dtype float16 != x dtype float32")
+    expect_status(_fwd(f, f.copy(), f.copy(), 0, h), ACLNN_ERR_PARAM_INVALID,
+                  f"{FWD}: out dtype float16 != x dtype float32")
     for k, name in ((3, "xOptional"), (5, "dxOut"), (6, "dcosOut"), (7, "dsinOut")):
         args = [f, f.copy(), f.copy(), f.copy(), 0, f.copy(), f.copy(), f.copy()]
         args[k] = f.astype(BF16)
-        _expect(_grad(*args), ACLNN_ERR_PARAM_INVALID, f"{GRAD}: {name} dtype bfloat16 != dy dtype float32")
+        expect_status(_grad(*args), ACLNN_ERR_PARAM_INVALID, f"{GRAD}: {name} dtype bfloat16 != dy dtype float32")
     # dtype before shape: a bad dtype with a bad rank reports the dtype
-    _expect(_fwd(f[0], h, h, 0, f), ACLNN_ERR_PARAM_INVALID, "cos dtype float16 != x dtype float32")
+    expect_status(_fwd(f[0], h, h, 0, f), ACLNN_ERR_PARAM_INVALID, "cos dtype float16 != x dtype float32")
 
 
 @pytest.mark.parametrize("arg", [0, 1, 2, 3])
@@ -168,17 +162,17 @@ def test_private_formats_rejected(arg):
 
 def test_overlap_errors():
     x, c = np.zeros((1, 2, 3, 4), F32), np.zeros((1, 2, 1, 4), F32)
-    _expect(_fwd(x, c, c.copy(), 0, x[:, ::-1]), ACLNN_ERR_PARAM_INVALID,
-            f"{FWD}: out overlaps x without being the same view")
+    expect_status(_fwd(x, c, c.copy(), 0, x[:, ::-1]), ACLNN_ERR_PARAM_INVALID,
+                  f"{FWD}: out overlaps x without being the same view")
     buf = np.zeros((1, 2, 1, 4), F32)
-    _expect(_grad(x, c, c.copy(), x.copy(), 0, x.copy(), buf, buf), ACLNN_ERR_PARAM_INVALID,
-            f"{GRAD}: dcosOut overlaps dsinOut")
+    expect_status(_grad(x, c, c.copy(), x.copy(), 0, x.copy(), buf, buf), ACLNN_ERR_PARAM_INVALID,
+                  f"{GRAD}: dcosOut overlaps dsinOut")
     xx = x.copy()
-    _expect(_grad(x, c, c.copy(), xx, 0, xx, c.copy(), c.copy()), ACLNN_ERR_PARAM_INVALID,
-            f"{GRAD}: dxOut overlaps xOptional")
+    expect_status(_grad(x, c, c.copy(), xx, 0, xx, c.copy(), c.copy()), ACLNN_ERR_PARAM_INVALID,
+                  f"{GRAD}: dxOut overlaps xOptional")
     cc = c.copy()
-    _expect(_grad(x, cc, c.copy(), x.copy(), 0, x.copy(), cc, c.copy()), ACLNN_ERR_PARAM_INVALID,
-            f"{GRAD}: dcosOut overlaps cos")
+    expect_status(_grad(x, cc, c.copy(), x.copy(), 0, x.copy(), cc, c.copy()), ACLNN_ERR_PARAM_INVALID,
+                  f"{GRAD}: dcosOut overlaps cos")
 
 
 # ---- errors: 561002 --------------------------------------------------------------------------
@@ -202,16 +196,17 @@ def test_shape_rank_and_mode_errors():
         ((x, c, c.copy(), 0, o()[:, :2]), f"{FWD}: out shape [2,2,4,8] != x shape [2,3,4,8]"),
     ]
     for args, text in cases:
-        _expect(_fwd(*args), TILING, text)
+        expect_status(_fwd(*args), TILING, text)
     big = np.zeros((1, 1, 1, 1040), F32)
-    _expect(_fwd(big, big[..., :1040], big.copy(), 0, big.copy()), TILING, f"{FWD}: x last dim must be at most 1024, got 1040")
+    expect_status(_fwd(big, big[..., :1040], big.copy(), 0, big.copy()), TILING,
+                  f"{FWD}: x last dim must be at most 1024, got 1040")
     dy = x
-    _expect(_grad(dy, c, c.copy(), x[..., :4], 0, o(), c.copy(), c.copy()), TILING,
-            f"{GRAD}: xOptional shape [2,3,4,4] != dy shape [2,3,4,8]")
-    _expect(_grad(dy, c, c.copy(), None, 0, o(), c[:, :1].copy(), c.copy()), TILING,
-            f"{GRAD}: dcosOut shape [1,1,1,8] != cos shape [1,3,1,8]")
-    _expect(_grad(dy, c, c.copy(), None, 7, o(), c.copy(), c.copy()), TILING, f"{GRAD}: mode must be 0 (half)")
-    _expect(_grad(dy, c, c.copy(), None, 0, o()[..., :4], c.copy(), c.copy()), TILING,
-            f"{GRAD}: dxOut shape [2,3,4,4] != dy shape [2,3,4,8]")
-    _expect(_grad(dy, np.zeros((1, 3, 1, 6), F32), np.zeros((1, 3, 1, 6), F32), None, 0, o(), c.copy(), c.copy()),
-            TILING, f"{GRAD}: cos last dim must equal dy's 8, got 6")
+    expect_status(_grad(dy, c, c.copy(), x[..., :4], 0, o(), c.copy(), c.copy()), TILING,
+                  f"{GRAD}: xOptional shape [2,3,4,4] != dy shape [2,3,4,8]")
+    expect_status(_grad(dy, c, c.copy(), None, 0, o(), c[:, :1].copy(), c.copy()), TILING,
+                  f"{GRAD}: dcosOut shape [1,1,1,8] != cos shape [1,3,1,8]")
+    expect_status(_grad(dy, c, c.copy(), None, 7, o(), c.copy(), c.copy()), TILING, f"{GRAD}: mode must be 0 (half)")
+    expect_status(_grad(dy, c, c.copy(), None, 0, o()[..., :4], c.copy(), c.copy()), TILING,
+                  f"{GRAD}: dxOut shape [2,3,4,4] != dy shape [2,3,4,8]")
+    expect_status(_grad(dy, np.zeros((1, 3, 1, 6), F32), np.zeros((1, 3, 1, 6), F32), None, 0, o(), c.copy(), c.copy()),
+                  TILING, f"{GRAD}: cos last dim must equal dy's 8, got 6")

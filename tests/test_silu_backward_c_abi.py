@@ -10,15 +10,11 @@ import tilegrad as tg
 from acl_ctypes import (ACL_CODES, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, last_error, launch, lib, run_op)
 from reference.silu import BF16, F16, F32, assert_silu_close
+from helpers import expect_status, normal
 
 OP = "aclnnSiluBackward"
 DTYPES = [F32, F16, BF16]
 DTYPE_IDS = ["fp32", "fp16", "bf16"]
-
-
-def _data(shape, dtype, seed):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape) * 4).astype(dtype)
 
 
 def _run(dy, x, out, **kw):
@@ -30,7 +26,7 @@ def _run(dy, x, out, **kw):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_contiguous_matches_python_api(isa, dtype):
-    dy, x = _data((7, 129), dtype, 1), _data((7, 129), dtype, 2)
+    dy, x = normal((7, 129), dtype, 1, 4.0), normal((7, 129), dtype, 2, 4.0)
     out = np.zeros((7, 129), dtype)
     assert _run(dy, x, out) == (ACLNN_SUCCESS, "")
     assert_silu_close(out, dy, x)
@@ -39,8 +35,8 @@ def test_contiguous_matches_python_api(isa, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_strided_views(isa, dtype):
-    dy = _data((40, 30), dtype, 3)[::-1, ::2]
-    x = _data((30, 40), dtype, 4).T[::-1, 1::2]
+    dy = normal((40, 30), dtype, 3, 4.0)[::-1, ::2]
+    x = normal((30, 40), dtype, 4, 4.0).T[::-1, 1::2]
     outbuf = np.zeros((30, 80), dtype)
     out = outbuf.T[::2, ::-2]
     assert out.shape == dy.shape == x.shape
@@ -50,15 +46,15 @@ def test_strided_views(isa, dtype):
 
 
 def test_broadcast_and_mixed_dtypes(isa):
-    dy = _data((5, 1, 3), BF16, 5)
-    x = _data((4, 1), F16, 6)
+    dy = normal((5, 1, 3), BF16, 5, 4.0)
+    x = normal((4, 1), F16, 6, 4.0)
     out = np.zeros((5, 4, 3), F32)
     assert _run(dy, x, out) == (ACLNN_SUCCESS, "")
     assert_silu_close(out, dy, x)
 
 
 def test_in_place_and_empty_and_0d():
-    dy, x = _data(100, F32, 7), _data(100, F32, 8)
+    dy, x = normal(100, F32, 7, 4.0), normal(100, F32, 8, 4.0)
     y = dy.copy()
     with AclTensors() as t:
         ty = t.new(y)
@@ -76,7 +72,7 @@ def test_in_place_and_empty_and_0d():
 
 def test_plain_formats_accepted():
     for fmt in (0, 1, 2, 27, 30, 16, 35, 47):  # NCHW, NHWC, ND, NDHWC, NCDHW, HWCN, NC, NCL
-        dy, x, out = _data(8, F32, 9), _data(8, F32, 10), np.zeros(8, F32)
+        dy, x, out = normal(8, F32, 9, 4.0), normal(8, F32, 10, 4.0), np.zeros(8, F32)
         assert _run(dy, x, out, fmt=fmt) == (ACLNN_SUCCESS, "")
         assert_silu_close(out, dy, x)
 
@@ -132,27 +128,21 @@ def test_null_executor_at_launch():
 
 # ---- errors: 161002 ----------------------------------------------------------------------------
 
-def _expect(status_msg, code, text):
-    status, msg = status_msg
-    assert status == code, (status, msg)
-    assert text in msg, msg
-
-
 def test_dtype_errors():
     f = np.zeros(4, F32)
     for name, arr in (("int32", np.zeros(4, np.int32)), ("float64", np.zeros(4)), ("int8", np.zeros(4, np.int8)),
                       ("bool", np.zeros(4, bool)), ("uint16", np.zeros(4, np.uint16))):
-        _expect(_run(arr, f, f.copy()), ACLNN_ERR_PARAM_INVALID,
-                f"aclnnSiluBackward: gradOutput dtype must be one of {{float32, float16, bfloat16}}, got {name}")
-        _expect(_run(f, arr, f.copy()), ACLNN_ERR_PARAM_INVALID, f"self dtype must be one of")
-        _expect(_run(f, f.copy(), arr), ACLNN_ERR_PARAM_INVALID, f"gradInput dtype must be one of")
-    _expect(_run(f, f.copy(), np.zeros(4, F16)), ACLNN_ERR_PARAM_INVALID,
-            "aclnnSiluBackward: gradInput dtype float16 != self dtype float32 (gradOutput and self share a dtype, "
-            "so gradInput must too)")
-    _expect(_run(np.zeros(4, BF16), np.zeros(4, BF16), f), ACLNN_ERR_PARAM_INVALID,
-            "gradInput dtype float32 != self dtype bfloat16")
-    _expect(_run(np.zeros(4, F16), f, np.zeros(4, F16)), ACLNN_ERR_PARAM_INVALID,
-            "aclnnSiluBackward: gradOutput dtype float16 != self dtype float32, so gradInput must be float32, got float16")
+        expect_status(_run(arr, f, f.copy()), ACLNN_ERR_PARAM_INVALID,
+                      f"aclnnSiluBackward: gradOutput dtype must be one of {{float32, float16, bfloat16}}, got {name}")
+        expect_status(_run(f, arr, f.copy()), ACLNN_ERR_PARAM_INVALID, "self dtype must be one of")
+        expect_status(_run(f, f.copy(), arr), ACLNN_ERR_PARAM_INVALID, "gradInput dtype must be one of")
+    expect_status(_run(f, f.copy(), np.zeros(4, F16)), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnSiluBackward: gradInput dtype float16 != self dtype float32 (gradOutput and self share a dtype, "
+                  "so gradInput must too)")
+    expect_status(_run(np.zeros(4, BF16), np.zeros(4, BF16), f), ACLNN_ERR_PARAM_INVALID,
+                  "gradInput dtype float32 != self dtype bfloat16")
+    expect_status(_run(np.zeros(4, F16), f, np.zeros(4, F16)), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnSiluBackward: gradOutput dtype float16 != self dtype float32, so gradInput must be float32, got float16")
     # an unknown aclDataType code: aclCreateTensor returns NULL (issue 13), so no operator ever sees one
     with AclTensors() as t, pytest.raises(ValueError, match="aclCreateTensor: dataType 99 is not a data type"):
         t.new(f, dtype_code=99)
@@ -160,17 +150,18 @@ def test_dtype_errors():
 
 def test_shape_and_rank_errors():
     f24, f25 = np.zeros((2, 4), F32), np.zeros((2, 5), F32)
-    _expect(_run(f24, f24.copy(), f25), ACLNN_ERR_PARAM_INVALID,
-            "aclnnSiluBackward: gradInput shape [2,5] != self shape [2,4]")
-    _expect(_run(np.zeros(3, F32), f24, f24.copy()), ACLNN_ERR_PARAM_INVALID,
-            "aclnnSiluBackward: gradOutput shape [3] and self shape [2,4] do not broadcast")
-    _expect(_run(np.zeros((1, 4), F32), f24, f25), ACLNN_ERR_PARAM_INVALID,
-            "gradInput shape [2,5] != broadcast of gradOutput [1,4] and self [2,4] = [2,4]")
+    expect_status(_run(f24, f24.copy(), f25), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnSiluBackward: gradInput shape [2,5] != self shape [2,4]")
+    expect_status(_run(np.zeros(3, F32), f24, f24.copy()), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnSiluBackward: gradOutput shape [3] and self shape [2,4] do not broadcast")
+    expect_status(_run(np.zeros((1, 4), F32), f24, f25), ACLNN_ERR_PARAM_INVALID,
+                  "gradInput shape [2,5] != broadcast of gradOutput [1,4] and self [2,4] = [2,4]")
     # gradInput may not be smaller than the broadcast shape
-    _expect(_run(np.zeros((3, 1), F32), np.zeros((1, 4), F32), np.zeros((1, 4), F32)), ACLNN_ERR_PARAM_INVALID,
-            "gradInput shape [1,4] != broadcast of gradOutput [3,1] and self [1,4] = [3,4]")
+    expect_status(_run(np.zeros((3, 1), F32), np.zeros((1, 4), F32), np.zeros((1, 4), F32)), ACLNN_ERR_PARAM_INVALID,
+                  "gradInput shape [1,4] != broadcast of gradOutput [3,1] and self [1,4] = [3,4]")
     r9 = np.zeros((1,) * 8 + (2,), F32)
-    _expect(_run(r9, r9.copy(), r9.copy()), ACLNN_ERR_PARAM_INVALID, "rank must be at most 8, got 9 (shape [1,1,1,1,1,1,1,1,2])")
+    expect_status(_run(r9, r9.copy(), r9.copy()), ACLNN_ERR_PARAM_INVALID,
+                  "rank must be at most 8, got 9 (shape [1,1,1,1,1,1,1,1,2])")
     r8 = np.zeros((1,) * 7 + (2,), F32)
     assert _run(r8, r8.copy(), r8.copy()) == (ACLNN_SUCCESS, "")
 
@@ -219,9 +210,10 @@ def test_overlap_errors():
     assert msg == ("aclnnSiluBackward: gradInput has overlapping elements (strides [0,1] for shape [3,4]); "
                    "outputs need distinct addresses")
     x = buf[:12].reshape(3, 4)
-    _expect(_run(f, x, buf[2:14].reshape(3, 4)), ACLNN_ERR_PARAM_INVALID,
-            "aclnnSiluBackward: gradInput overlaps self without being the same view (only exact in-place aliasing is allowed)")
-    _expect(_run(x, f, x[:, ::-1]), ACLNN_ERR_PARAM_INVALID, "gradInput overlaps gradOutput without being the same view")
+    expect_status(_run(f, x, buf[2:14].reshape(3, 4)), ACLNN_ERR_PARAM_INVALID,
+                  "aclnnSiluBackward: gradInput overlaps self without being the same view (only exact in-place aliasing is allowed)")
+    expect_status(_run(x, f, x[:, ::-1]), ACLNN_ERR_PARAM_INVALID,
+                  "gradInput overlaps gradOutput without being the same view")
 
 
 def test_validation_order_nullptr_before_dtype():
@@ -230,8 +222,8 @@ def test_validation_order_nullptr_before_dtype():
         status, msg = run_op(OP, [t.new(i), None, t.new(np.zeros(4, F32))])
     assert status == ACLNN_ERR_PARAM_NULLPTR and msg == "aclnnSiluBackward: self is null"
     # dtype before shape
-    _expect(_run(np.zeros(3, np.int32), np.zeros(4, F32), np.zeros(5, F32)), ACLNN_ERR_PARAM_INVALID,
-            "gradOutput dtype must be one of")
+    expect_status(_run(np.zeros(3, np.int32), np.zeros(4, F32), np.zeros(5, F32)), ACLNN_ERR_PARAM_INVALID,
+                  "gradOutput dtype must be one of")
 
 
 # ---- executors ------------------------------------------------------------------------------------
@@ -243,7 +235,7 @@ def _executor(t, dy, x, out):
 
 
 def test_executor_is_single_use():
-    dy, x, out = _data(50, F32, 11), _data(50, F32, 12), np.zeros(50, F32)
+    dy, x, out = normal(50, F32, 11, 4.0), normal(50, F32, 12, 4.0), np.zeros(50, F32)
     with AclTensors() as t:
         ex = _executor(t, dy, x, out)
         assert launch(OP, ex, 0) == ACLNN_SUCCESS
@@ -265,7 +257,7 @@ def test_destroyed_executor_cannot_launch():
 def test_workspace_rules():
     """SiLU backward asks for 0 bytes, so 'smaller than asked' cannot happen; a null workspace with a
     non-zero size is 161002 and does not consume the executor; a larger real workspace is fine."""
-    dy, x, out = _data(20, F32, 13), _data(20, F32, 14), np.zeros(20, F32)
+    dy, x, out = normal(20, F32, 13, 4.0), normal(20, F32, 14, 4.0), np.zeros(20, F32)
     with AclTensors() as t:
         ex = _executor(t, dy, x, out)
         fn = lib.aclnnSiluBackward

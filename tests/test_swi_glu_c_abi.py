@@ -10,12 +10,9 @@ import tilegrad as tg
 from acl_ctypes import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS, AclTensors,
                         get_workspace_size, launch, run_op)
 from reference.swi_glu import BF16, F16, F32
+from helpers import half_shape, normal
 
 TILING_ERROR = 561002
-
-
-def _data(shape, dtype, seed):
-    return (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
 
 
 def _fwd(x, dim, out):
@@ -31,20 +28,19 @@ def _bwd(dy, x, dim, out):
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("shape,dim", [((4, 10), -1), ((4, 10), 0), ((3, 6, 5), 1)])
 def test_matches_python_api(isa, dtype, shape, dim):
-    x = _data(shape, dtype, 1)
-    half = list(shape)
-    half[dim] //= 2
+    x = normal(shape, dtype, 1, 3.0)
+    half = half_shape(shape, dim)
     out = np.zeros(half, dtype)
     assert _fwd(x, dim, out) == (ACLNN_SUCCESS, "")
     np.testing.assert_array_equal(out.view(np.uint8), tg.swi_glu(x, dim).view(np.uint8))
-    dy = _data(half, dtype, 2)
+    dy = normal(half, dtype, 2, 3.0)
     dx = np.zeros(shape, dtype)
     assert _bwd(dy, x, dim, dx) == (ACLNN_SUCCESS, "")
     np.testing.assert_array_equal(dx.view(np.uint8), tg.swi_glu_grad(dy, x, dim).view(np.uint8))
 
 
 def test_strided_workspace_zero_and_empty():
-    x = _data((10, 32), BF16, 3)[::2, ::-1]
+    x = normal((10, 32), BF16, 3, 3.0)[::2, ::-1]
     out = np.zeros((5, 32), BF16)[:, ::2]
     with AclTensors() as t:
         status, ws, ex = get_workspace_size("aclnnSwiGlu", [t.new(x), ctypes.c_int64(-1), t.new(out)])
@@ -57,7 +53,7 @@ def test_strided_workspace_zero_and_empty():
 
 
 def test_null_pointers():
-    x, out, dy = _data((2, 4), F32, 4), np.zeros((2, 2), F32), _data((2, 2), F32, 5)
+    x, out, dy = normal((2, 4), F32, 4, 3.0), np.zeros((2, 2), F32), normal((2, 2), F32, 5, 3.0)
     with AclTensors() as t:
         s, m = run_op("aclnnSwiGlu", [None, ctypes.c_int64(-1), t.new(out)])
         assert s == ACLNN_ERR_PARAM_NULLPTR and "x" in m
@@ -71,7 +67,7 @@ def test_null_pointers():
 
 
 def test_forward_errors():
-    x = _data((4, 6), F32, 6)
+    x = normal((4, 6), F32, 6, 3.0)
     assert _fwd(x.astype(np.float64), -1, np.zeros((4, 3), np.float64)) == (
         ACLNN_ERR_PARAM_INVALID, "aclnnSwiGlu: x dtype must be one of {float32, float16, bfloat16}, got float64")
     assert _fwd(x, -1, np.zeros((4, 3), F16)) == (ACLNN_ERR_PARAM_INVALID,
@@ -84,7 +80,7 @@ def test_forward_errors():
 
 
 def test_backward_errors():
-    x, dy = _data((4, 6), F32, 7), _data((4, 3), F32, 8)
+    x, dy = normal((4, 6), F32, 7, 3.0), normal((4, 3), F32, 8, 3.0)
     dx = np.zeros_like(x)
     assert _bwd(dy.astype(BF16), x, -1, dx) == (ACLNN_ERR_PARAM_INVALID,
                                                 "aclnnSwiGluGrad: x dtype float32 != yGrad dtype bfloat16")

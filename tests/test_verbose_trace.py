@@ -162,17 +162,17 @@ dy = np.random.default_rng(0).standard_normal((64, 300)).astype(np.float32)
 x = np.random.default_rng(1).standard_normal((64, 300)).astype(np.float32)
 dx = tg.silu_backward(dy, x)
 expect("aclnnSiluBackward", {"gradOutput": dy, "self": x, "gradInput": dx},
-       _core._silu_backward_tiling(dy.size, 12, True, 2, **CACHES))
+       _core._elementwise_op_tiling(dy.size, 12, True, 2, **CACHES))
 x16 = x.astype(np.float16)[:, ::2]  # a strided view: the line shows its strides
 dy16 = np.ascontiguousarray(dy[:, :150]).astype(np.float16)
 out = np.empty((64, 150), np.float16)
 tg.silu_backward(dy16, x16, out=out)
 expect("aclnnSiluBackward", {"gradOutput": dy16, "self": x16, "gradInput": out},
-       _core._silu_backward_tiling(out.size, 6, False, 2, **CACHES))
+       _core._elementwise_op_tiling(out.size, 6, False, 2, **CACHES))
 xb = np.ascontiguousarray(x[:, ::3]).astype(BF16)
 gb = tg.silu_backward(xb, xb)
 expect("aclnnSiluBackward", {"gradOutput": xb, "self": xb, "gradInput": gb},
-       _core._silu_backward_tiling(xb.size, 6, True, 2, **CACHES))
+       _core._elementwise_op_tiling(xb.size, 6, True, 2, **CACHES))
 """
 
 
@@ -186,7 +186,7 @@ def test_silu_backward_strided_view_shows_strides():
     v = x[::2, ::3]
     dx = tg.silu_backward(v, v)
     expect("aclnnSiluBackward", {"gradOutput": v, "self": v, "gradInput": dx},
-           _core._silu_backward_tiling(v.size, 12, True, 2, **CACHES))
+           _core._elementwise_op_tiling(v.size, 12, True, 2, **CACHES))
     """
     (line,) = run_and_check(code)
     assert ",gradOutput=f32[20,20]strides[120,3]," in line
@@ -292,12 +292,12 @@ def test_swi_glu_lines():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((7, 2 * 96)).astype(np.float32)
     y = tg.swi_glu(x)
-    expect("aclnnSwiGlu", {"x": x, "out": y}, _core._swi_glu_tiling(y.size, 12, True, 2, **CACHES), dim=-1)
+    expect("aclnnSwiGlu", {"x": x, "out": y}, _core._elementwise_op_tiling(y.size, 12, True, 2, **CACHES), dim=-1)
     xb = x.astype(BF16).reshape(14, 96)
     dy = np.ones((7, 96), BF16)
     dx = tg.swi_glu_grad(dy, xb, 0)
-    expect("aclnnSwiGluGrad", {"yGrad": dy, "x": xb, "out": dx}, _core._swi_glu_tiling(dy.size, 10, True, 2, **CACHES),
-           dim=0)
+    expect("aclnnSwiGluGrad", {"yGrad": dy, "x": xb, "out": dx},
+           _core._elementwise_op_tiling(dy.size, 10, True, 2, **CACHES), dim=0)
     """)
 
 
@@ -306,12 +306,12 @@ def test_gelu_lines():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((5, 77)).astype(np.float32)
     y = tg.gelu(x, "tanh")
-    expect("aclnnGeluV2", {"x": x, "y": y}, _core._gelu_tiling(y.size, 8, True, 2, **CACHES), approximate=1)
+    expect("aclnnGeluV2", {"x": x, "y": y}, _core._elementwise_op_tiling(y.size, 8, True, 2, **CACHES), approximate=1)
     xb = x.astype(BF16)[:, ::2]  # a strided view
     dy = np.ones((1, 39), np.float32)  # broadcast, mixed dtypes: a float32 gradient
     dx = tg.gelu_backward(dy, xb)
     expect("aclnnGeluBackwardV2", {"gradOutput": dy, "self": xb, "gradInput": dx},
-           _core._gelu_tiling(dx.size, 10, False, 2, **CACHES), approximate="none")
+           _core._elementwise_op_tiling(dx.size, 10, False, 2, **CACHES), approximate="none")
     """)
 
 
@@ -320,14 +320,14 @@ def test_ge_glu_lines():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((7, 2 * 96)).astype(np.float32)
     y, g = tg.ge_glu(x, -1, "tanh", True)
-    expect("aclnnGeGluV3", {"self": x, "out": y, "outGelu": g}, _core._gelu_tiling(y.size, 16, True, 2, **CACHES),
-           dim=-1, approximate=1, activate_left=True)
+    expect("aclnnGeGluV3", {"self": x, "out": y, "outGelu": g},
+           _core._elementwise_op_tiling(y.size, 16, True, 2, **CACHES), dim=-1, approximate=1, activate_left=True)
     xb = x.astype(BF16).reshape(14, 96)
     dy = np.ones((7, 96), BF16)
     gb = np.ones((7, 96), BF16)
     dx = tg.ge_glu_backward(dy, xb, gb, 0, "none", False)
     expect("aclnnGeGluV3Backward", {"gradOutput": dy, "self": xb, "gelu": gb, "gradInput": dx},
-           _core._gelu_tiling(dy.size, 12, True, 2, **CACHES), dim=0, approximate=0, activate_left=False)
+           _core._elementwise_op_tiling(dy.size, 12, True, 2, **CACHES), dim=0, approximate=0, activate_left=False)
     """)
 
 
@@ -446,7 +446,7 @@ def test_c_abi_prints_at_each_launch_only():
         for _ in range(2):  # a repeatable executor: one line per launch
             assert launch("aclnnSiluBackward", ex, ws) == ACLNN_SUCCESS
             expect("aclnnSiluBackward", {"gradOutput": dy, "self": x, "gradInput": out},
-                   _core._silu_backward_tiling(15, 12, True, 2, **CACHES))
+                   _core._elementwise_op_tiling(15, 12, True, 2, **CACHES))
         lib.aclDestroyAclOpExecutor(ex)
     """)
     before, after = stderr.split("phase 1 done\n")
@@ -519,7 +519,7 @@ def test_many_threads_print_whole_lines():
     for s in shapes:
         x = np.ones(s, np.float32)
         expect("aclnnSiluBackward", {"gradOutput": x, "self": x, "gradInput": x},
-               _core._silu_backward_tiling(x.size, 12, True, 1, **CACHES))
+               _core._elementwise_op_tiling(x.size, 12, True, 1, **CACHES))
     """)
     lines = stderr.splitlines()
     assert len(lines) == 8 * 50 * 2 and all(line.startswith("tilegrad_verbose,") for line in lines)

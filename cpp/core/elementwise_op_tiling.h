@@ -1,6 +1,6 @@
-// The whole tiling of an elementwise operator (GELU, GeGLU): the balanced split of its elements
-// (core/elementwise.h's plan_elementwise) and the ISA the kernels run at. A pure function of the
-// element count, the bytes an element moves, the output layout and the Platform.
+// The whole tiling of an elementwise operator (SiLU backward, SwiGLU, GELU, GeGLU): the balanced
+// split of its elements (core/elementwise.h's plan_elementwise) and the ISA the kernels run at. A pure
+// function of the element count, the bytes an element moves, the output layout and the Platform.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Python bindings of aclnnGeGluV3: tilegrad._core.ge_glu(x, dim, approximate, activate_left, out=None,
-// out_gelu=None) -> (out, out_gelu). Its tiling hook is _gelu_tiling (one elementwise tiling for both families).
+// out_gelu=None) -> (out, out_gelu). Its tiling hook is _elementwise_op_tiling (module.cpp).
 #include <pybind11/pybind11.h>
 
 #include <string>

@@ -2,9 +2,7 @@
 // two-tensor form: silu_mul(gate, up, out=None), silu_mul_grad(dy, gate, up, d_gate=None, d_up=None).
 #include <pybind11/pybind11.h>
 
-#include "ops/activation/swi_glu/swi_glu_tiling.h"
 #include "py_tensor.h"
-#include "py_tiling.h"
 #include "core/tensor.h"
 #include "tilegrad/swi_glu.hpp"
 
@@ -67,15 +65,4 @@ void bind_swi_glu(py::module_& m) {
         return py::make_tuple(rg, ru);
       },
       py::arg("dy"), py::arg("gate"), py::arg("up"), py::arg("d_gate") = py::none(), py::arg("d_up") = py::none());
-
-  m.def(
-      "_swi_glu_tiling",
-      [](int64_t numel, int64_t bytes_per_elem, bool out_contiguous, int threads, int64_t l1, int64_t l2, int64_t l3,
-         const std::string& isa) {
-        return py_support::tiling_dict(ops::swi_glu_tiling(numel, bytes_per_elem, out_contiguous,
-                                                           py_support::platform_from(threads, l1, l2, l3, isa)));
-      },
-      py::arg("numel"), py::arg("bytes_per_elem"), py::arg("out_contiguous"), py::arg("threads"),
-      py::arg("l1_bytes") = 32 << 10, py::arg("l2_bytes") = 1 << 20, py::arg("l3_bytes") = 32 << 20,
-      py::arg("isa") = "avx512");
 }

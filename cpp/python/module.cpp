@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "core/bandwidth_probe.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/gemm.h"
 #include "core/ordered_reduce.h"
 #include "core/platform.h"
 #include "core/trace.h"
 #include "core/vmath_eval.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/runtime.hpp"
 #include "tilegrad/status.hpp"
 
@@ -88,6 +90,12 @@ PYBIND11_MODULE(_core, m) {
         tilegrad::core::bandwidth_probe(out.mutable_data(), a.data(), b.data(), out.size(), streaming_stores);
       },
       py::arg("out"), py::arg("a"), py::arg("b"), py::arg("streaming_stores") = true);
+
+  // The elementwise operators' one tiling (SiLU backward, SwiGLU, GELU, GeGLU; forward and backward).
+  tilegrad::py_support::def_tiling_hook<int64_t, int64_t, bool>(m, "_elementwise_op_tiling",
+                                                                 tilegrad::core::elementwise_op_tiling,
+                                                                 py::arg("numel"), py::arg("bytes_per_elem"),
+                                                                 py::arg("out_contiguous"));
 
   // core/ordered_reduce.h test hooks: the row-block plan, a column sum through it, a sum of squares.
   m.def(

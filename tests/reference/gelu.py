@@ -23,18 +23,12 @@ bfloat16 outputs additionally 1 ulp of the dtype (and one subnormal spacing near
 
 import math
 
-import ml_dtypes
 import numpy as np
 
-from reference.swi_glu import _sigmoid  # 1 / (1 + exp(-z)) without overflow
+# The rounding contract (its check and dtypes), the same for every float kernel; tests import them here too.
+from .rounding import BF16, F16, F32, ULPS, assert_close  # noqa: F401
+from .swi_glu import _sigmoid  # 1 / (1 + exp(-z)) without overflow
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-F16 = np.dtype(np.float16)
-F32 = np.dtype(np.float32)
-
-ULPS = 8.0
-_EPS = {F32: 2.0**-23, F16: 2.0**-10, BF16: 2.0**-7}
-_SUBNORMAL_SPACING = {F32: 2.0**-149, F16: 2.0**-24, BF16: 2.0**-133}
 _C = math.sqrt(2.0 / math.pi)
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
@@ -101,15 +95,3 @@ def ge_glu_backward_ref(dy, x, gelu, dim=-1, approximate="tanh", activate_left=F
     dl, dl_scale = dy * gelu, np.abs(dy * gelu)
     first, second = ((dh, dl), (dh_scale, dl_scale)) if activate_left else ((dl, dh), (dl_scale, dh_scale))
     return np.concatenate(first, axis=dim), np.concatenate(second, axis=dim)
-
-
-def assert_close(got, ref, scale, ulps=ULPS):
-    got64 = _f64(got)
-    dtype = np.asarray(got).dtype
-    bound = ulps * _EPS[F32] * scale + 1e-37
-    if dtype != F32:
-        bound = bound + _EPS[dtype] * np.abs(ref) + _SUBNORMAL_SPACING[dtype]
-    err = np.abs(got64 - ref)
-    same_special = (np.isnan(got64) & np.isnan(ref)) | (np.isinf(got64) & (got64 == ref))
-    bad = ~(err <= bound) & ~same_special
-    assert not bad.any(), f"{bad.sum()} elements off; worst err {err[bad].max()} at {np.argwhere(bad)[:3].tolist()}"

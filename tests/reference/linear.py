@@ -7,14 +7,14 @@
 Tolerances
 ----------
 tilegrad accumulates in float32 and rounds each output once: each result is compared with its
-float64 value by the SwiGLU reference's check (``ULPS`` float32 ulp of its terms' magnitude, e.g.
-``|x| @ |weight|.T + |bias|``: the bound that holds however the sum is ordered; plus, for float16 /
-bfloat16 outputs, 1 ulp of the dtype for the final rounding).
+float64 value by the shared rounding check (reference/rounding.py: ``ULPS`` float32 ulp of its
+terms' magnitude, e.g. ``|x| @ |weight|.T + |bias|``: the bound that holds however the sum is
+ordered; plus, for float16 / bfloat16 outputs, 1 ulp of the dtype for the final rounding).
 """
 
 import numpy as np
 
-from .swi_glu import BF16, F16, F32, assert_close  # noqa: F401  (the same rounding contract)
+from .rounding import BF16, F16, F32, assert_close  # noqa: F401  (the same rounding contract)
 
 
 def _f64(a):

@@ -17,20 +17,15 @@ within ``RSTD_ULPS`` ulp. For float16 / bfloat16 outputs: within 1 ulp of the ou
 reference (plus the fp32 bound and, near zero, one subnormal spacing of the dtype).
 """
 
-import ml_dtypes
 import numpy as np
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-F16 = np.dtype(np.float16)
-F32 = np.dtype(np.float32)
+# The rounding contract (its check and dtypes), the same for every float kernel; tests import them here too.
+from .rounding import BF16, F16, F32, assert_close  # noqa: F401
 
 Y_ULPS = 8.0
 RSTD_ULPS = 8.0
 DX_ULPS = 16.0
 DGAMMA_REL = 2e-6  # relative to sum |dy * xhat| (block sums of <= a few hundred rows in fp32)
-
-_EPS = {F32: 2.0**-23, F16: 2.0**-10, BF16: 2.0**-7}
-_SUBNORMAL_SPACING = {F32: 2.0**-149, F16: 2.0**-24, BF16: 2.0**-133}
 
 
 def _f64(a):
@@ -65,15 +60,3 @@ def rms_norm_grad_ref(dy, x, rstd, gamma):
     dgamma = np.sum(dy * xh, axis=lead_axes)
     dgamma_scale = np.sum(np.abs(dy * xh), axis=lead_axes)
     return dx, dgamma, dx_scale, dgamma_scale
-
-
-def assert_close(got, ref, scale, ulps, dtype=None):
-    """|got - ref| <= ulps * eps32 * scale (+ 1 ulp of got's 16-bit dtype around ref)."""
-    got64 = _f64(got)
-    dtype = np.dtype(dtype or np.asarray(got).dtype)
-    bound = ulps * _EPS[F32] * scale + 1e-37
-    if dtype != F32:
-        bound = bound + _EPS[dtype] * np.abs(ref) + _SUBNORMAL_SPACING[dtype]
-    err = np.abs(got64 - ref)
-    bad = ~(err <= bound) & ~(np.isnan(got64) & np.isnan(ref))
-    assert not bad.any(), f"{bad.sum()} elements off; worst err {err[bad].max()} bound {bound[bad].min()}"

@@ -14,16 +14,10 @@ holds where ``1 + a * (1 - s)`` cancels); float16 / bfloat16 outputs: additional
 (and one subnormal spacing near zero).
 """
 
-import ml_dtypes
 import numpy as np
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-F16 = np.dtype(np.float16)
-F32 = np.dtype(np.float32)
-
-ULPS = 8.0
-_EPS = {F32: 2.0**-23, F16: 2.0**-10, BF16: 2.0**-7}
-_SUBNORMAL_SPACING = {F32: 2.0**-149, F16: 2.0**-24, BF16: 2.0**-133}
+# The rounding contract (its check and dtypes), the same for every float kernel; tests import them here too.
+from .rounding import BF16, F16, F32, ULPS, assert_close  # noqa: F401
 
 
 def _sigmoid(a):
@@ -53,14 +47,3 @@ def swi_glu_grad_ref(dy, x, dim=-1):
     db = dy * s * a
     da_scale = np.abs(dy * b) * s * (1 + np.abs(a) * (1 - s))
     return np.concatenate([da, db], axis=dim), np.concatenate([da_scale, np.abs(db)], axis=dim)
-
-
-def assert_close(got, ref, scale):
-    got64 = np.asarray(got).astype(np.float64)
-    dtype = np.asarray(got).dtype
-    bound = ULPS * _EPS[F32] * scale + 1e-37
-    if dtype != F32:
-        bound = bound + _EPS[dtype] * np.abs(ref) + _SUBNORMAL_SPACING[dtype]
-    err = np.abs(got64 - ref)
-    bad = ~(err <= bound) & ~(np.isnan(got64) & np.isnan(ref))
-    assert not bad.any(), f"{bad.sum()} elements off; worst err {err[bad].max()}"

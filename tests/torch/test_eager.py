@@ -52,6 +52,7 @@ def test_eager_call_is_one_autograd_node_without_op_dispatch(op):
     assert _node_name(call()) == node
 
 
+@pytest.mark.usefixtures("composites_at_every_size")
 @pytest.mark.parametrize("op", sorted(_routing_calls()))
 def test_below_the_crossover_torchs_function_runs(op):
     call, _, torch_node = _routing_calls()[op]
@@ -59,11 +60,22 @@ def test_below_the_crossover_torchs_function_runs(op):
     assert torch_node in names and not any(n.startswith("Tilegrad") for n in names), names
 
 
-def test_few_classes_take_torchs_cross_entropy():
-    x = torch.randn(64, 2, generator=_gen(2), requires_grad=True)
-    t = torch.randint(0, 2, (64,), generator=_gen(3))
-    assert TF.CROSSOVER["cross_entropy_classes"][torch.float32] > 16
+@pytest.mark.parametrize("classes", [2, 16])
+def test_few_classes_take_torchs_cross_entropy(classes):
+    """Few classes: torch's cross entropy even with more logits than the logits' crossover."""
+    assert classes < TF.CROSSOVER["cross_entropy_classes"][torch.float32]
+    rows = TF.CROSSOVER["cross_entropy"][torch.float32] // classes + 1
+    x = torch.randn(rows, classes, generator=_gen(2), requires_grad=True)
+    t = torch.randint(0, classes, (rows,), generator=_gen(3))
     assert "NllLossBackward0" in autograd_node_names(tgt.cross_entropy(x, t))
+
+
+def test_enough_classes_and_logits_take_the_kernel():
+    classes = TF.CROSSOVER["cross_entropy_classes"][torch.float32]
+    rows = TF.CROSSOVER["cross_entropy"][torch.float32] // classes + 1
+    x = torch.randn(rows, classes, generator=_gen(2), requires_grad=True)
+    t = torch.randint(0, classes, (rows,), generator=_gen(3))
+    assert _node_name(tgt.cross_entropy(x, t)) == "TilegradCrossEntropyBackward"
 
 
 # ----------------------------------------------------------------------------------------------

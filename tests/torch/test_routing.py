@@ -4,7 +4,8 @@ transforms and sizes below the crossover -> the composite; else the eager kernel
 
 swiglu and rotary_position_embedding used to test the crossover before torch.compile, so a small
 compiled call traced torch's composite instead of the tilegrad op; every function is compiled here
-with tensors below its crossover."""
+with tensors below its crossover (every crossover raised above them, so the test holds whatever sizes
+are measured)."""
 
 import pytest
 
@@ -21,8 +22,8 @@ BF16 = torch.bfloat16
 
 
 def _small_calls():
-    """Every function, and its arguments: tensors below each of its crossovers (bf16; float32 for
-    embedding and linear_cross_entropy, whose 16-bit calls take the kernel at every size)."""
+    """Every function, and its arguments: small tensors (bf16; float32 for embedding and
+    linear_cross_entropy, whose 16-bit calls take the kernel at every size)."""
     g = torch.Generator().manual_seed(0)
 
     def r(*shape, dtype=BF16):
@@ -69,6 +70,7 @@ def _traced_ops(fn, args):
     return names
 
 
+@pytest.mark.usefixtures("composites_at_every_size")  # tests/torch/conftest.py
 @pytest.mark.parametrize("name", sorted(_small_calls()))
 def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
     fn, *args = _small_calls()[name]
@@ -167,3 +169,26 @@ def test_composites_do_not_depend_on_the_thread_count(dtype, reduction, torch_th
     zwant = zwant / kept.sum() if reduction == "mean" else zwant
     tol = 2 ** -8 if dtype == BF16 else 1e-6
     torch.testing.assert_close(results[0][0].double(), want + zwant, rtol=tol, atol=0)
+
+
+def test_docs_crossover_table_is_the_registry():
+    """docs/pytorch/fallbacks.md's table is rendered by the docs hook from _eager.py's source (the build
+    imports no torch): what it reads is the registry the router uses, every entry has its row."""
+    import importlib.util
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("docs_includes", root / "docs" / "_hooks" / "includes.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    assert hook.crossovers(hook.EAGER.read_text()) == {
+        op: {names[d]: n for d, n in sizes.items()} for op, sizes in CROSSOVER.items()}
+    table = hook.crossover_table("pytorch").splitlines()
+    assert len(table) == 2 + len(CROSSOVER)
+    assert "<!-- crossover-table: pytorch -->" in (root / "docs" / "pytorch" / "fallbacks.md").read_text()
+
+    def cells(entry_function):
+        row = next(r for r in table if r.startswith(f"| `{entry_function}` |"))
+        return [c.strip() for c in row.strip("|").split("|")][2:]
+    assert cells("swiglu") == [f"{CROSSOVER['swiglu'][d] >> 10}K" for d in names]  # 8K, 4K, 4K
+    assert cells("embedding")[1:] == ["kernel", "kernel"]  # no 16-bit entry: the kernel at every size

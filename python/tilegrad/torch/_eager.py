@@ -68,28 +68,33 @@ _F32, _F16, _BF16 = torch.float32, torch.float16, torch.bfloat16
 # Eager calls below these sizes take the composite (Path.COMPOSITE): torch's kernels plus their
 # lighter autograd node beat tilegrad's fixed cost (its autograd node, the hand-off to the core)
 # there. One entry per measure, {dtype: size}; a dtype that is missing runs the kernel at every size.
-# The README lists them.
+# Each size is the power of two at or just above the measured crossing of the composite and the
+# kernel's node (forward + backward, 1 thread, process CPU time, idle machine); a kernel that wins at
+# every size measured gets the smallest size measured (1K elements: smaller calls were not measured).
+# 16-bit sizes are measured in bf16 and fp16 takes them (the same widened float32 arithmetic).
+# docs/pytorch/fallbacks.md shows this table (docs/_hooks/includes.py renders it from here).
 CROSSOVER = {
-    # benchmarks/bench_torch.py --crossover (1 thread, process CPU time): elements of the input
-    # (silu, BCE), of the output (embedding) or of the logits (cross entropy); "cross_entropy_classes":
-    # logits with fewer classes (torch's kernel vectorises across rows, tilegrad's along a row).
-    "silu": {_F32: 1 << 20, _F16: 1 << 21, _BF16: 1 << 21},
-    "cross_entropy": {_F32: 1 << 18, _F16: 1 << 18, _BF16: 1 << 18},
-    "cross_entropy_classes": {_F32: 128, _F16: 128, _BF16: 128},
+    # python benchmarks/bench_torch.py --crossover: elements of the input (silu, BCE), of the output
+    # (embedding) or of the logits (cross entropy); "cross_entropy_classes": logits with fewer classes
+    # (torch's kernel vectorises across rows, tilegrad's along a row; its second table, N = 65536).
+    "silu": {_F32: 1 << 20, _F16: 1 << 20, _BF16: 1 << 20},
+    "cross_entropy": {_F32: 1 << 12, _F16: 1 << 12, _BF16: 1 << 12},
+    "cross_entropy_classes": {_F32: 64, _F16: 64, _BF16: 64},
     # 16-bit weights: the kernel at every size. Their composite would widen the whole (V, D) table to
     # float32 to keep the kernel's float32 row sums (torch sums 16-bit gradients in 16 bits).
-    "embedding": {_F32: 1 << 16},
-    "binary_cross_entropy_with_logits": {_F32: 1 << 14, _F16: 1 << 14, _BF16: 1 << 14},
-    # benchmarks/bench_decoder.py --crossover (1 thread, process CPU time): input elements.
-    "rms_norm": {_F16: 8192, _BF16: 8192},
-    "silu_mul": {_F32: 65536, _F16: 131072, _BF16: 131072},
-    "swiglu": {_F32: 65536, _F16: 131072, _BF16: 131072},  # silu_mul's kernels on one tensor: its sizes
-    "rope": {_F16: 16384, _BF16: 16384},
-    # benchmarks/bench_torch_linear_cross_entropy.py --only small: multiply-adds rows x H x V. 16-bit:
-    # the kernel at every size (the composite would widen the (V, H) weight to float32).
+    "embedding": {_F32: 1 << 14},
+    "binary_cross_entropy_with_logits": {_F32: 1 << 10, _F16: 1 << 10, _BF16: 1 << 10},
+    # python benchmarks/bench_decoder.py --crossover: input elements (fp32 rms_norm and rope: the kernel
+    # at every size).
+    "rms_norm": {_F16: 1 << 10, _BF16: 1 << 10},
+    "silu_mul": {_F32: 1 << 16, _F16: 1 << 15, _BF16: 1 << 15},
+    "swiglu": {_F32: 1 << 13, _F16: 1 << 12, _BF16: 1 << 12},
+    "rope": {_F16: 1 << 10, _BF16: 1 << 10},
+    # python benchmarks/bench_torch_linear_cross_entropy.py --only small: multiply-adds rows x H x V.
+    # 16-bit: the kernel at every size (the composite would widen the (V, H) weight to float32).
     "linear_cross_entropy": {_F32: 1 << 25},
-    # benchmarks/bench_linear.py: multiply-adds rows x in_features x out_features of float32 layers
-    # (16-bit layers keep torch's F.linear: its own oneDNN bf16 GEMM is as fast).
+    # python benchmarks/bench_linear.py: multiply-adds rows x in_features x out_features of float32
+    # layers (16-bit layers keep torch's F.linear: its own oneDNN bf16 GEMM is as fast).
     "linear": {_F32: 1 << 23},
 }
 

@@ -45,7 +45,7 @@ int validate(const char* op, const TensorView& self, int64_t dim, const TensorVi
   core::require_same_dtype(op, "out", out, "self", self);
   core::require_same_dtype(op, "outGelu", out_gelu, "self", self);
   const int d = validate_inputs(op, self, dim);
-  const std::vector<int64_t> want = geglu::half_shape(self, d);
+  const std::vector<int64_t> want = core::half_shape(self, d);
   geglu::require_half_shape(op, "out", out, want, dim);
   geglu::require_half_shape(op, "outGelu", out_gelu, want, dim);
   core::require_no_self_overlap(op, "out", out);
@@ -123,7 +123,7 @@ namespace tilegrad {
 
 OutputSpec ge_glu_output_spec(const TensorView& self, int64_t dim) {
   const int d = ops::validate_inputs(ops::kV3, self, dim);
-  return {self.dtype, ops::geglu::half_shape(self, d)};
+  return {self.dtype, core::half_shape(self, d)};
 }
 
 void ge_glu(const TensorView& self, int64_t dim, GeluApproximate approximate, bool activate_left,

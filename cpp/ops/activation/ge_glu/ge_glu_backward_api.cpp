@@ -33,7 +33,7 @@ int validate_inputs(const char* op, const TensorView& dy, const TensorView& self
   core::require_same_dtype(op, "self", self, "gradOutput", dy);
   core::require_same_dtype(op, "gelu", gelu, "gradOutput", dy);
   const int d = geglu::require_split(op, self, dim);
-  const std::vector<int64_t> want = geglu::half_shape(self, d);
+  const std::vector<int64_t> want = core::half_shape(self, d);
   geglu::require_half_shape(op, "gradOutput", dy, want, dim);
   geglu::require_half_shape(op, "gelu", gelu, want, dim);
   return d;

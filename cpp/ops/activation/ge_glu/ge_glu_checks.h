@@ -8,29 +8,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/view_halves.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops::geglu {
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
-// self: rank 1..8 (a 0-d tensor has no halves), dim in [-rank, rank), shape[dim] even. Returns the
-// normalized dim.
+// self: rank 1..8, dim in [-rank, rank), shape[dim] even (161002). Returns the normalized dim.
 inline int require_split(const char* op, const TensorView& self, int64_t dim) {
-  core::check(self.rank() >= 1 && self.rank() <= kMaxDims, op, ": self rank must be in [1, 8], got ", self.rank());
-  core::check(dim >= -self.rank() && dim < self.rank(), op, ": dim must be in [", -self.rank(), ", ",
-              self.rank() - 1, "], got ", dim);
-  const int d = static_cast<int>(dim < 0 ? dim + self.rank() : dim);
-  core::check(self.shape[d] % 2 == 0, op, ": self shape[", dim, "] must be even, got ", self.shape[d], " (shape ",
-              shape_str(self.shape), ")");
-  return d;
-}
-
-// self's shape with dim d halved: the shape of out, outGelu, gradOutput and gelu.
-inline std::vector<int64_t> half_shape(const TensorView& self, int d) {
-  std::vector<int64_t> s = self.shape;
-  s[d] /= 2;
-  return s;
+  return core::require_even_split(Status::kParamInvalid, op, "self", self, dim);
 }
 
 // `arg` has the half shape (message names the rule and both shapes).

@@ -4,12 +4,12 @@
 #include "aclnnop/aclnn_silu_backward.h"
 #include "core/acl_tensor.h"
 #include "core/elementwise.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
 #include "ops/activation/silu/silu_backward_kernel.h"
-#include "ops/activation/silu/silu_backward_tiling.h"
 #include "tilegrad/silu_backward.hpp"
 
 namespace tilegrad::ops {
@@ -69,7 +69,8 @@ class SiluBackwardLaunch final : public core::Launch {
     layout_ = core::make_elementwise_layout(ops, 3);
     dtypes_ = {dy.dtype, x.dtype, dx.dtype};
     const int64_t bytes = dtype_size(dy.dtype) + dtype_size(x.dtype) + dtype_size(dx.dtype);
-    tiling_ = silu_backward_tiling(dx.numel(), bytes, core::inner_is_contiguous(layout_), core::Platform::current());
+    tiling_ = core::elementwise_op_tiling(dx.numel(), bytes, core::inner_is_contiguous(layout_),
+                                          core::Platform::current());
     kernel_ = silu_backward_kernel(tiling_.isa);
     trace_.record(kOp, {{"gradOutput", &dy}, {"self", &x}, {"gradInput", &dx}}, tiling_);
   }
@@ -89,7 +90,7 @@ class SiluBackwardLaunch final : public core::Launch {
  private:
   core::ElementwiseLayout layout_;
   SiluDtypes dtypes_{};
-  SiluBackwardTiling tiling_;
+  core::ElementwiseOpTiling tiling_;
   SiluSpanFn kernel_ = nullptr;
 };
 

@@ -42,7 +42,7 @@ void silu_mul(const TensorView& gate, const TensorView& up, const TensorView& ou
   require_like(kFwd, "gate", gate, "gate", gate);
   require_like(kFwd, "up", up, "gate", gate);
   require_output(kFwd, "out", out, "gate", gate, {{"gate", &gate}, {"up", &up}});
-  SwiGluSpansLaunch launch(gate.dtype, {&out, &gate, &up}, 1, swi_glu_kernel);
+  SwiGluSpansLaunch launch({out, gate, up}, 1, swi_glu_kernel);
   launch.record(kFwd, {{"gate", &gate}, {"up", &up}, {"out", &out}}, -1);
   core::run_now(kFwd, launch);
 }
@@ -58,7 +58,7 @@ void silu_mul_grad(const TensorView& dy, const TensorView& gate, const TensorVie
   require_output(kGrad, "d_gate", d_gate, "gate", gate, inputs);
   require_output(kGrad, "d_up", d_up, "gate", gate, inputs);
   core::require_no_partial_overlap(kGrad, "d_up", d_up, "d_gate", d_gate, false);
-  SwiGluSpansLaunch launch(gate.dtype, {&d_gate, &d_up, &dy, &gate, &up}, 2, swi_glu_grad_kernel);
+  SwiGluSpansLaunch launch({d_gate, d_up, dy, gate, up}, 2, swi_glu_grad_kernel);
   launch.record(kGrad, {{"dy", &dy}, {"gate", &gate}, {"up", &up}, {"d_gate", &d_gate}, {"d_up", &d_up}}, -1);
   core::run_now(kGrad, launch);
 }

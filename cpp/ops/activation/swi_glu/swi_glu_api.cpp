@@ -1,17 +1,15 @@
 // aclnnSwiGlu: validation (README.md), launch, native C++ API and C ABI.
 #include <memory>
+#include <vector>
 
 #include "aclnnop/aclnn_swi_glu.h"
 #include "core/acl_tensor.h"
-#include "core/elementwise.h"
-#include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
+#include "core/view_halves.h"
 #include "ops/activation/swi_glu/swi_glu_checks.h"
-#include "ops/activation/swi_glu/swi_glu_halves.h"
-#include "ops/activation/swi_glu/swi_glu_kernel.h"
-#include "ops/activation/swi_glu/swi_glu_tiling.h"
+#include "ops/activation/swi_glu/swi_glu_launch.h"
 #include "tilegrad/swi_glu.hpp"
 
 namespace tilegrad::ops {
@@ -37,7 +35,7 @@ int validate(const TensorView& x, int64_t dim, const TensorView& out) {
   core::require_dtype(kOp, "x", x, swiglu::kFloatTypes);
   core::require_same_dtype(kOp, "out", out, "x", x);
   const int d = validate_inputs(x, dim);
-  const std::vector<int64_t> want = swiglu::half_shape(x, d);
+  const std::vector<int64_t> want = core::half_shape(x, d);
   swiglu::check_shape(out.shape == want, kOp, ": out shape must be x shape with dim ", dim, " halved ",
                       shape_str(want), ", got ", shape_str(out.shape));
   core::require_no_self_overlap(kOp, "out", out);
@@ -45,39 +43,30 @@ int validate(const TensorView& x, int64_t dim, const TensorView& out) {
   return d;
 }
 
-class SwiGluLaunch final : public core::Launch {
+// The kernel's operands {out, a, b}: out and the halves of x along d.
+std::vector<TensorView> operands(const TensorView& x, int d, const TensorView& out) {
+  const auto [a, b] = core::split_halves(x, d);
+  return {out, a, b};
+}
+
+class SwiGluLaunch final : public SwiGluSpansLaunch {
  public:
-  SwiGluLaunch(const TensorView& x, int64_t dim, const TensorView& out) : dtype_(x.dtype) {
-    d_ = validate(x, dim, out);
-    const auto [a, b] = swiglu::halves(x, d_);
-    const TensorView* ops[3] = {&out, &a, &b};
-    layout_ = core::make_elementwise_layout(ops, 3);
-    tiling_ = swi_glu_tiling(out.numel(), 3 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
-                             core::Platform::current());
-    kernel_ = swi_glu_kernel(tiling_.isa);
-    trace_.record(kOp, {{"x", &x}, {"out", &out}}, tiling_);
-    trace_.field("dim", dim);
-  }
+  SwiGluLaunch(const TensorView& x, int64_t dim, const TensorView& out) : SwiGluLaunch(x, dim, out, validate(x, dim, out)) {}
 
   void bind(const core::Operands& t) override {
     const TensorView &x = t["x"], &out = t["out"];
     check_overlaps(x, out);
-    const auto [a, b] = swiglu::halves(x, d_);
-    const TensorView* ops[3] = {&out, &a, &b};
-    core::bind_elementwise_layout(layout_, ops);
-  }
-
-  void run(void*) override {
-    core::run_elementwise(layout_, tiling_.tiles,
-                          [&](char* const* ptrs, int64_t n, bool streaming) { kernel_(dtype_, ptrs, n, streaming); });
+    rebind(operands(x, d_, out));
   }
 
  private:
-  DType dtype_;
-  int d_ = 0;  // the normalized dim x is split along
-  core::ElementwiseLayout layout_;
-  SwiGluTiling tiling_;
-  SwiGluSpanFn kernel_ = nullptr;
+  // d: the normalized dim x is split along (validate's result).
+  SwiGluLaunch(const TensorView& x, int64_t dim, const TensorView& out, int d)
+      : SwiGluSpansLaunch(operands(x, d, out), 1, swi_glu_kernel), d_(d) {
+    record(kOp, {{"x", &x}, {"out", &out}}, dim);
+  }
+
+  int d_;
 };
 
 }  // namespace
@@ -87,7 +76,7 @@ namespace tilegrad {
 
 OutputSpec swi_glu_output_spec(const TensorView& x, int64_t dim) {
   const int d = ops::validate_inputs(x, dim);
-  return {x.dtype, ops::swiglu::half_shape(x, d)};
+  return {x.dtype, core::half_shape(x, d)};
 }
 
 void swi_glu(const TensorView& x, int64_t dim, const TensorView& out) {

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <vector>
 
 #include "core/error.h"
+#include "core/view_halves.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops::swiglu {
@@ -19,22 +19,9 @@ void check_shape(bool ok, const Parts&... parts) {
   if (!ok) core::fail(Status::kInnerTilingError, parts...);
 }
 
-// x: rank 1..8, dim in [-rank, rank), shape[dim] even. Returns the normalized dim.
+// x: rank 1..8, dim in [-rank, rank), shape[dim] even (561002). Returns the normalized dim.
 inline int require_split(const char* op, const char* arg, const TensorView& x, int64_t dim) {
-  check_shape(x.rank() >= 1 && x.rank() <= kMaxDims, op, ": ", arg, " rank must be in [1, 8], got ", x.rank());
-  check_shape(dim >= -x.rank() && dim < x.rank(), op, ": dim must be in [", -x.rank(), ", ", x.rank() - 1, "], got ",
-              dim);
-  const int d = static_cast<int>(dim < 0 ? dim + x.rank() : dim);
-  check_shape(x.shape[d] % 2 == 0, op, ": ", arg, " shape[", dim, "] must be even, got ", x.shape[d], " (shape ",
-              shape_str(x.shape), ")");
-  return d;
-}
-
-// x's shape with dim d halved.
-inline std::vector<int64_t> half_shape(const TensorView& x, int d) {
-  std::vector<int64_t> s = x.shape;
-  s[d] /= 2;
-  return s;
+  return core::require_even_split(Status::kInnerTilingError, op, arg, x, dim);
 }
 
 }  // namespace tilegrad::ops::swiglu

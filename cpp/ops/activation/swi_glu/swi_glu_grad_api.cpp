@@ -1,18 +1,17 @@
 // aclnnSwiGluGrad: validation (README.md), launch, native C++ API and C ABI. Elementwise over the
-// halves with two outputs (the halves of out), tiled by the forward's tiling (swi_glu_tiling.h).
+// halves with two outputs (the halves of out), run by the family's launch (swi_glu_launch.h).
 #include <memory>
+#include <vector>
 
 #include "aclnnop/aclnn_swi_glu_grad.h"
 #include "core/acl_tensor.h"
-#include "core/elementwise.h"
-#include "core/elementwise_run.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/tensor.h"
+#include "core/view_halves.h"
 #include "ops/activation/swi_glu/swi_glu_checks.h"
 #include "ops/activation/swi_glu/swi_glu_grad_kernel.h"
-#include "ops/activation/swi_glu/swi_glu_halves.h"
-#include "ops/activation/swi_glu/swi_glu_tiling.h"
+#include "ops/activation/swi_glu/swi_glu_launch.h"
 #include "tilegrad/swi_glu.hpp"
 
 namespace tilegrad::ops {
@@ -27,7 +26,7 @@ int validate_inputs(const TensorView& dy, const TensorView& x, int64_t dim) {
   core::require_dtype(kOp, "yGrad", dy, swiglu::kFloatTypes);
   core::require_same_dtype(kOp, "x", x, "yGrad", dy);
   const int d = swiglu::require_split(kOp, "x", x, dim);
-  const std::vector<int64_t> want = swiglu::half_shape(x, d);
+  const std::vector<int64_t> want = core::half_shape(x, d);
   swiglu::check_shape(dy.shape == want, kOp, ": yGrad shape must be x shape with dim ", dim, " halved ",
                       shape_str(want), ", got ", shape_str(dy.shape));
   return d;
@@ -52,42 +51,32 @@ int validate(const TensorView& dy, const TensorView& x, int64_t dim, const Tenso
   return d;
 }
 
-class SwiGluGradLaunch final : public core::Launch {
+// The kernel's operands {da, db, dy, a, b}: the halves of out and of x along d, around dy.
+std::vector<TensorView> operands(const TensorView& dy, const TensorView& x, int d, const TensorView& out) {
+  const auto [a, b] = core::split_halves(x, d);
+  const auto [da, db] = core::split_halves(out, d);
+  return {da, db, dy, a, b};
+}
+
+class SwiGluGradLaunch final : public SwiGluSpansLaunch {
  public:
-  SwiGluGradLaunch(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out) : dtype_(x.dtype) {
-    d_ = validate(dy, x, dim, out);
-    const auto [a, b] = swiglu::halves(x, d_);
-    const auto [da, db] = swiglu::halves(out, d_);
-    const TensorView* ops[5] = {&da, &db, &dy, &a, &b};
-    layout_ = core::make_elementwise_layout(ops, 5);
-    tiling_ = swi_glu_tiling(dy.numel(), 5 * dtype_size(dtype_), core::inner_is_contiguous(layout_),
-                             core::Platform::current());
-    kernel_ = swi_glu_grad_kernel(tiling_.isa);
-    trace_.record(kOp, {{"yGrad", &dy}, {"x", &x}, {"out", &out}}, tiling_);
-    trace_.field("dim", dim);
-  }
+  SwiGluGradLaunch(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out)
+      : SwiGluGradLaunch(dy, x, dim, out, validate(dy, x, dim, out)) {}
 
   void bind(const core::Operands& t) override {
     const TensorView &dy = t["yGrad"], &x = t["x"], &out = t["out"];
     check_overlaps(dy, x, out);
-    const auto [a, b] = swiglu::halves(x, d_);
-    const auto [da, db] = swiglu::halves(out, d_);
-    const TensorView* ops[5] = {&da, &db, &dy, &a, &b};
-    core::bind_elementwise_layout(layout_, ops);
-  }
-
-  void run(void*) override {
-    core::run_elementwise(
-        layout_, tiling_.tiles, [&](char* const* ptrs, int64_t n, bool streaming) { kernel_(dtype_, ptrs, n, streaming); },
-        2);
+    rebind(operands(dy, x, d_, out));
   }
 
  private:
-  DType dtype_;
-  int d_ = 0;  // the normalized dim x and out are split along
-  core::ElementwiseLayout layout_;
-  SwiGluTiling tiling_;
-  SwiGluGradSpanFn kernel_ = nullptr;
+  // d: the normalized dim x and out are split along (validate's result).
+  SwiGluGradLaunch(const TensorView& dy, const TensorView& x, int64_t dim, const TensorView& out, int d)
+      : SwiGluSpansLaunch(operands(dy, x, d, out), 2, swi_glu_grad_kernel), d_(d) {
+    record(kOp, {{"yGrad", &dy}, {"x", &x}, {"out", &out}}, dim);
+  }
+
+  int d_;
 };
 
 }  // namespace

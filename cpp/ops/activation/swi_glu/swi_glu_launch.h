@@ -1,31 +1,33 @@
 // The SwiGLU family's launch: one elementwise pass of a span kernel over operand views of one dtype,
-// outputs first (forward {out, a, b}; backward {da, db, dy, a, b}, see swi_glu_kernel.h).
-// aclnnSwiGlu / aclnnSwiGluGrad pass the halves of x (and of dx); silu_mul / silu_mul_grad pass two
-// separate tensors (a Llama MLP's gate and up projections), so both run the same kernels.
+// outputs first (forward {out, a, b}; backward {da, db, dy, a, b}, see swi_glu_kernel.h), tiled by
+// the elementwise op tiling (core/elementwise_op_tiling.h) over one output's elements.
+// aclnnSwiGlu / aclnnSwiGluGrad pass the halves of x (and of out, core/view_halves.h) and rebind them
+// for the C ABI's repeatable executors; silu_mul / silu_mul_grad pass two separate tensors (a Llama
+// MLP's gate and up projections), so all four run the same kernels the same way.
 #pragma once
 
 #include <initializer_list>
 #include <vector>
 
 #include "core/elementwise.h"
+#include "core/elementwise_op_tiling.h"
 #include "core/elementwise_run.h"
 #include "core/executor.h"
 #include "core/tensor.h"
 #include "ops/activation/swi_glu/swi_glu_kernel.h"
-#include "ops/activation/swi_glu/swi_glu_tiling.h"
 
 namespace tilegrad::ops {
 
-class SwiGluSpansLaunch final : public core::Launch {
+class SwiGluSpansLaunch : public core::Launch {
  public:
-  // operands: the outputs (num_outputs of them), then the inputs; validated by the caller.
-  SwiGluSpansLaunch(DType dtype, std::initializer_list<const TensorView*> operands, int num_outputs,
-                    SwiGluSpanFn (*pick_kernel)(Isa))
-      : dtype_(dtype), num_outputs_(num_outputs) {
-    const std::vector<const TensorView*> ops(operands);
+  // operands: the outputs (num_outputs of them), then the inputs, all of one dtype; validated by the
+  // caller. pick_kernel: swi_glu_kernel or swi_glu_grad_kernel.
+  SwiGluSpansLaunch(const std::vector<TensorView>& operands, int num_outputs, SwiGluSpanFn (*pick_kernel)(Isa))
+      : dtype_(operands[0].dtype), num_outputs_(num_outputs) {
+    const std::vector<const TensorView*> ops = pointers(operands);
     layout_ = core::make_elementwise_layout(ops.data(), static_cast<int>(ops.size()));
-    tiling_ = swi_glu_tiling(ops[0]->numel(), static_cast<int64_t>(ops.size()) * dtype_size(dtype_),
-                             core::inner_is_contiguous(layout_), core::Platform::current());
+    tiling_ = core::elementwise_op_tiling(operands[0].numel(), static_cast<int64_t>(ops.size()) * dtype_size(dtype_),
+                                          core::inner_is_contiguous(layout_), core::Platform::current());
     kernel_ = pick_kernel(tiling_.isa);
   }
 
@@ -41,11 +43,23 @@ class SwiGluSpansLaunch final : public core::Launch {
         num_outputs_);
   }
 
+ protected:
+  // Points the planned launch at the same operands (in the constructor's order) at new addresses.
+  void rebind(const std::vector<TensorView>& operands) {
+    core::bind_elementwise_layout(layout_, pointers(operands).data());
+  }
+
  private:
+  static std::vector<const TensorView*> pointers(const std::vector<TensorView>& operands) {
+    std::vector<const TensorView*> p;
+    for (const TensorView& v : operands) p.push_back(&v);
+    return p;
+  }
+
   DType dtype_;
   int num_outputs_;
   core::ElementwiseLayout layout_;
-  SwiGluTiling tiling_;
+  core::ElementwiseOpTiling tiling_;
   SwiGluSpanFn kernel_ = nullptr;
 };
 

@@ -1,6 +1,7 @@
-"""SiLU backward tiling (a pure function of numel, bytes per element, output layout and a Platform)
-through the test hook tilegrad._core._silu_backward_tiling, for simulated machines of 1..256
-threads: every element covered exactly once, tiles balanced, tails right, the streaming-store
+"""The elementwise operators' one tiling (core/elementwise_op_tiling.h: SiLU backward, SwiGLU and
+silu_mul, GELU, GeGLU, forward and backward; a pure function of numel, bytes per element, output layout
+and a Platform) through the test hook tilegrad._core._elementwise_op_tiling, for simulated machines of
+1..256 threads: every element covered exactly once, tiles balanced, tails right, the streaming-store
 decision, and the ISA carried through."""
 
 import numpy as np
@@ -16,7 +17,7 @@ THREADS = list(range(1, 33)) + [47, 48, 63, 64, 96, 127, 128, 129, 192, 200, 255
 
 
 def tiling(numel, threads, bytes_per_elem=12, out_contiguous=True, l3=32 * MiB, isa="avx512"):
-    return _core._silu_backward_tiling(numel, bytes_per_elem, out_contiguous, threads, 32 << 10, 1 << 20, l3, isa)
+    return _core._elementwise_op_tiling(numel, bytes_per_elem, out_contiguous, threads, 32 << 10, 1 << 20, l3, isa)
 
 
 def tile_ranges(t):
@@ -95,6 +96,20 @@ def test_streaming_store_decision():
     # the boundary: strictly more bytes than half the L3
     assert not tiling(1 << 19, 2, 32, True, 32 * MiB)["streaming_stores"]
     assert tiling((1 << 19) + 1, 2, 32, True, 32 * MiB)["streaming_stores"]
+
+
+# The bytes one output element moves, per operator (every operand of fp32): what each launch passes.
+OPERATOR_BYTES = {"silu_backward": 12, "swi_glu": 12, "swi_glu_grad": 20, "gelu": 8, "gelu_backward": 12,
+                  "ge_glu": 16, "ge_glu_backward": 24}
+
+
+@pytest.mark.parametrize("op", sorted(OPERATOR_BYTES))
+def test_streaming_follows_each_operators_bytes(op):
+    # half the L3 (16 MiB) in elements of this operator: streaming strictly above it
+    bytes_per_elem = OPERATOR_BYTES[op]
+    limit = (16 * MiB) // bytes_per_elem
+    assert not tiling(limit, 2, bytes_per_elem)["streaming_stores"]
+    assert tiling(limit + 1, 2, bytes_per_elem)["streaming_stores"]
 
 
 def test_decision_does_not_change_the_partition():
