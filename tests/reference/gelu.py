@@ -113,3 +113,18 @@ def assert_close(got, ref, scale, ulps=ULPS):
     same_special = (np.isnan(got64) & np.isnan(ref)) | (np.isinf(got64) & (got64 == ref))
     bad = ~(err <= bound) & ~same_special
     assert not bad.any(), f"{bad.sum()} elements off; worst err {err[bad].max()} at {np.argwhere(bad)[:3].tolist()}"
+
+
+def gelu_mul_ref(gate, up, approximate="tanh"):
+    """(out, scale) in float64: gelu(gate) * up (GeGLU on two tensors, gate activated)."""
+    g, _, gs, _ = _parts(_f64(gate), approximate)
+    up = _f64(up)
+    return g * up, gs * np.abs(up)
+
+
+def gelu_mul_backward_ref(dy, gate, up, approximate="tanh"):
+    """((d_gate, scale), (d_up, scale)) in float64: dy * up * gelu'(gate) and dy * gelu(gate), gelu
+    recomputed from gate."""
+    dy, up = _f64(dy), _f64(up)
+    g, dg, gs, dgs = _parts(_f64(gate), approximate)
+    return (dy * up * dg, np.abs(dy * up) * dgs), (dy * g, np.abs(dy) * gs)
