@@ -84,6 +84,10 @@ CROSSOVER = {
     "rms_norm": {_F16: 8192, _BF16: 8192},
     "silu_mul": {_F32: 65536, _F16: 131072, _BF16: 131072},
     "swiglu": {_F32: 65536, _F16: 131072, _BF16: 131072},  # silu_mul's kernels on one tensor: its sizes
+    # GELU and gelu_mul (geglu is gelu_mul on the halves): swiglu's sizes until measured (the GELU
+    # math costs about what SiLU's does).
+    "gelu": {_F32: 65536, _F16: 131072, _BF16: 131072},
+    "gelu_mul": {_F32: 65536, _F16: 131072, _BF16: 131072},
     "rope": {_F16: 16384, _BF16: 16384},
     # benchmarks/bench_torch_linear_cross_entropy.py --only small: multiply-adds rows x H x V. 16-bit:
     # the kernel at every size (the composite would widen the (V, H) weight to float32).
