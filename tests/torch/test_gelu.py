@@ -12,6 +12,7 @@ import torch.nn.functional as F  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _gelu, _rms_norm  # noqa: E402
 from tilegrad.torch._eager import Path  # noqa: E402
+from reference.torch_compare import penalty_grads  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -276,22 +277,16 @@ def test_compile_fullgraph_gives_eager_results():
     torch.testing.assert_close(torch.autograd.grad(got, (x, w)), grads)
 
 
-def _penalty_grads(fn, inputs):
-    out = fn(*inputs)
-    (g,) = torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
-    return torch.autograd.grad(g.pow(2).sum(), inputs)
-
-
 @pytest.mark.parametrize("form", FORMS)
 def test_second_derivatives_are_torchs(form, monkeypatch):
     monkeypatch.setattr(_gelu, "route", lambda *a, **k: Path.KERNEL)
     gate, up = _leaves(torch.float32, (4, 12), (4, 12), seed=10, scale=1.0)
-    got = _penalty_grads(lambda a, b: tgt.gelu_mul(a, b, form), [gate, up])
-    want = _penalty_grads(lambda a, b: F.gelu(a, approximate=form) * b, _float64_twin([gate, up]))
+    got = penalty_grads(lambda a, b: tgt.gelu_mul(a, b, form), [gate, up])
+    want = penalty_grads(lambda a, b: F.gelu(a, approximate=form) * b, _float64_twin([gate, up]))
     for a, b in zip(got, want):
         torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
-    got = _penalty_grads(lambda a: tgt.gelu(a, form), [gate])
-    want = _penalty_grads(lambda a: F.gelu(a, approximate=form), _float64_twin([gate]))
+    got = penalty_grads(lambda a: tgt.gelu(a, form), [gate])
+    want = penalty_grads(lambda a: F.gelu(a, approximate=form), _float64_twin([gate]))
     torch.testing.assert_close(got[0].double(), want[0], rtol=1e-4, atol=1e-5)
 
 

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tilegrad.torch.patching import CAUSAL_LM_FACTS, patch, unpatch  # noqa: E402
+from reference.torch_compare import autograd_node_names  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/torch/conftest.py
 
@@ -26,6 +27,9 @@ FAMILIES = ["gemma", "gemma2", "gemma3_text"]
 # float32 summation order; bfloat16 a few ulps (tilegrad rounds the norm, the GeGLU and the loss once)
 LOSS_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -8}
 GRAD_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -5}
+# with a final logit softcap transformers rounds the bf16 logits three times more (z / c, tanh, * c)
+# where tilegrad caps them in float32: one bf16 ulp more on the gradients (measured 3.2%)
+SOFTCAP_BF16_GRAD_RTOL = 2 ** -4
 STEP_LOSS_RTOL = 1e-4  # 20 float32 AdamW steps: tilegrad and torch sum in different orders
 
 
@@ -67,19 +71,8 @@ def snapshot(model):
     return [(name, type(m)) for name, m in model.named_modules()]
 
 
-def node_names(loss):
-    seen, stack, names = set(), [loss.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.add(type(node).__name__)
-        stack.extend(n for n, _ in node.next_functions)
-    return names
-
-
-def assert_same_loss_and_gradients(got, want, patched, reference, dtype):
+def assert_same_loss_and_gradients(got, want, patched, reference, dtype, grad_rtol=None):
+    grad_rtol = grad_rtol or GRAD_RTOL[dtype]
     assert got.dtype == want.dtype == torch.float32
     assert abs(got.item() - want.item()) <= LOSS_RTOL[dtype] * abs(want.item()), (got.item(), want.item())
     got.backward()
@@ -90,7 +83,7 @@ def assert_same_loss_and_gradients(got, want, patched, reference, dtype):
         assert p.grad is not None, name
         scale = expected.abs().max().item()
         err = (p.grad.double() - expected).abs().max().item()
-        assert err <= GRAD_RTOL[dtype] * scale, f"{name}: {err} > {GRAD_RTOL[dtype]} * {scale}"
+        assert err <= grad_rtol * scale, f"{name}: {err} > {grad_rtol} * {scale}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -120,7 +113,7 @@ def test_patch_replaces_gemmas_blocks_and_unpatch_restores_them(model_type):
     tokens, labels = batch()
     out = model(input_ids=tokens, labels=labels)
     assert out.logits is None and out.loss.dtype == torch.float32  # the fused loss
-    nodes = node_names(out.loss)
+    nodes = autograd_node_names(out.loss)
     want = {"TilegradRmsNormBackward", "TilegradRopeBackward", "LinearCrossEntropyFunctionBackward"}
     want.add("TilegradSiluMulBackward" if model_type == "gemma" else "TilegradGeluMulBackward")
     assert want <= nodes, nodes
@@ -135,7 +128,7 @@ def test_gemma_with_gelu_tanh_runs_gelu_mul():
     reference, patched, summary = reference_and_patched("gemma", hidden_act="gelu_pytorch_tanh")
     tokens, labels = batch()
     got = patched(input_ids=tokens, labels=labels)
-    assert "TilegradGeluMulBackward" in node_names(got.loss)
+    assert "TilegradGeluMulBackward" in autograd_node_names(got.loss)
     assert_same_loss_and_gradients(got.loss, reference(input_ids=tokens, labels=labels).loss, patched, reference,
                                    torch.float32)
 
@@ -145,7 +138,7 @@ def test_an_mlp_with_another_activation_keeps_its_own_forward():
     reference, patched, _ = reference_and_patched("gemma2", hidden_activation="gelu_python_tanh")
     tokens, labels = batch()
     got = patched(input_ids=tokens, labels=labels)
-    assert "TilegradGeluMulBackward" not in node_names(got.loss)
+    assert "TilegradGeluMulBackward" not in autograd_node_names(got.loss)
     assert_same_loss_and_gradients(got.loss, reference(input_ids=tokens, labels=labels).loss, patched, reference,
                                    torch.float32)
 
@@ -184,7 +177,9 @@ def test_loss_and_every_gradient_equal_the_unpatched_models(request, model_type,
     got = patched(input_ids=tokens, labels=labels)
     assert got.logits is None  # the fused path
     want = reference(input_ids=tokens, labels=labels)
-    assert_same_loss_and_gradients(got.loss, want.loss, patched, reference, dtype)
+    softcapped = getattr(reference.config, "final_logit_softcapping", None) is not None and dtype == torch.bfloat16
+    assert_same_loss_and_gradients(got.loss, want.loss, patched, reference, dtype,
+                                   SOFTCAP_BF16_GRAD_RTOL if softcapped else None)
 
 
 def train(model, steps=STEPS):

@@ -101,7 +101,8 @@ class CausalLMFacts:
         return f"transformers.models.{name}.modeling_{name}"
 
 
-# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py
+# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py (Gemma 1 / 2 / 3:
+# tests/torch/test_patch_gemma.py)
 CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "llama": CausalLMFacts("Llama"),
     "mistral": CausalLMFacts("Mistral"),
@@ -839,19 +840,23 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
     Args:
         model: any ``torch.nn.Module``; its submodules are walked once.
         silu: ``torch.nn.SiLU`` (and transformers' ``SiLUActivation``) -> ``tilegrad.torch.nn.SiLU``.
-        embedding: ``torch.nn.Embedding`` -> ``tilegrad.torch.nn.Embedding`` (same Parameter).
+        embedding: ``torch.nn.Embedding`` -> ``tilegrad.torch.nn.Embedding`` (same Parameter), and
+            Gemma's scaled token embedding on ``tgt.embedding``.
         cross_entropy: ``torch.nn.CrossEntropyLoss`` -> ``tilegrad.torch.nn.CrossEntropyLoss``.
         binary_cross_entropy_with_logits: ``torch.nn.BCEWithLogitsLoss`` -> tilegrad's.
         linear_cross_entropy: ``torch.nn.LinearCrossEntropyLoss`` -> tilegrad's, and the training loss
             of the transformers causal LMs in ``CAUSAL_LM_FACTS`` (and of user subclasses of them, where
             their forward calls ``super().forward``) as a fused linear cross entropy.
         rms_norm: ``torch.nn.RMSNorm`` -> ``tilegrad.torch.nn.RMSNorm``, and the RMSNorm modules of
-            those families (``tgt.rms_norm``).
-        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU only).
+            those families (``tgt.rms_norm``; Gemma's ``1 + weight`` form with ``weight_offset=1.0``).
+        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU) or
+            ``tgt.gelu_mul`` (torch's GELU, Gemma's ``gelu_pytorch_tanh``); other activations keep it.
         rope: their attention's rotary embedding as ``tgt.apply_rotary_pos_emb``.
         attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
-            interface; :func:`unpatch` restores the model's own choice).
+            interface; :func:`unpatch` restores the model's own choice). A config with an attention
+            logit softcap (Gemma 2's ``attn_logit_softcapping``) keeps its own attention, listed in
+            ``skipped`` and warned about (``strict`` does not refuse it: the loss is still fused).
         linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
             ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
