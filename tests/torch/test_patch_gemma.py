@@ -114,8 +114,8 @@ def test_patch_replaces_gemmas_blocks_and_unpatch_restores_them(model_type):
     out = model(input_ids=tokens, labels=labels)
     assert out.logits is None and out.loss.dtype == torch.float32  # the fused loss
     nodes = autograd_node_names(out.loss)
-    want = {"TilegradRmsNormBackward", "TilegradRopeBackward", "LinearCrossEntropyFunctionBackward"}
-    want.add("TilegradSiluMulBackward" if model_type == "gemma" else "TilegradGeluMulBackward")
+    want = {"TilegradRmsNormBackward", "TilegradRopeBackward", "LinearCrossEntropyFunctionBackward",
+            "TilegradGeluMulBackward"}
     assert want <= nodes, nodes
 
     restored = unpatch(model)
@@ -123,12 +123,12 @@ def test_patch_replaces_gemmas_blocks_and_unpatch_restores_them(model_type):
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")
-def test_gemma_with_gelu_tanh_runs_gelu_mul():
-    """Gemma's own default activation (the tilegrad tests elsewhere build it with SiLU)."""
-    reference, patched, summary = reference_and_patched("gemma", hidden_act="gelu_pytorch_tanh")
+def test_gemma_with_silu_runs_silu_mul():
+    """Another activation torch has fused in tilegrad: a Gemma built with SiLU runs silu_mul."""
+    reference, patched, summary = reference_and_patched("gemma", hidden_act="silu")
     tokens, labels = batch()
     got = patched(input_ids=tokens, labels=labels)
-    assert "TilegradGeluMulBackward" in autograd_node_names(got.loss)
+    assert "TilegradSiluMulBackward" in autograd_node_names(got.loss)
     assert_same_loss_and_gradients(got.loss, reference(input_ids=tokens, labels=labels).loss, patched, reference,
                                    torch.float32)
 
@@ -183,10 +183,10 @@ def test_loss_and_every_gradient_equal_the_unpatched_models(request, model_type,
 
 
 def train(model, steps=STEPS):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
     losses = []
     for step in range(steps):
-        tokens, labels = batch(seed=100 + step)
+        tokens, labels = batch(seed=100 + step % 2)  # two batches again and again: a loss that falls
         loss = model(input_ids=tokens, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()
