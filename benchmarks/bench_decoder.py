@@ -12,6 +12,7 @@ Cases and the issue's targets (tilegrad / eager, tilegrad / compiled):
 - silu_mul 4096x5632 float32 / bfloat16: >= 2x eager, >= 1.3x compiled
 - RoPE on q and k (batch 4, seq 1024, 16 q heads, 4 kv heads, head dim 128) float32 / bfloat16:
   >= 3x eager, >= 1.3x compiled (Hugging Face's rotate-half composite)
+- gelu (tanh) 4096x5632 and gelu_mul (tanh; Gemma's MLP) 4096x5632 float32 / bfloat16: >= 2x eager
 
 Each contender computes the output and autograd's gradients of every input that requires one
 (``torch.autograd.grad`` with a fixed upstream gradient). Also printed: the bytes each saves for
@@ -19,7 +20,8 @@ backward (``torch.autograd.graph.saved_tensors_hooks``), tilegrad vs the composi
 share of the machine's DRAM bandwidth for the case's compulsory traffic (forward + backward):
 
 - RMSNorm: x read twice, y written, dy read, dx written: 5 tensors (rstd and gamma are negligible)
-- silu_mul: gate and up read twice, out written, dy read, dgate and dup written: 8 tensors
+- silu_mul, gelu_mul: gate and up read twice, out written, dy read, dgate and dup written: 8 tensors
+- gelu: x read twice, y written, dy read, dx written: 5 tensors
 - RoPE: q and k read, written, their gradients read and written (4 tensors each), cos and sin read
   once per pass (4 tables of batch x seq x head_dim)
 
@@ -44,6 +46,7 @@ import torch.nn.functional as F  # noqa: E402
 import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad import _core  # noqa: E402
+from tilegrad.torch._gelu import TilegradGelu, TilegradGeluMul, _gelu_composite, _gelu_mul_composite  # noqa: E402
 from tilegrad.torch._rms_norm import TilegradRmsNorm, _rms_norm_composite  # noqa: E402
 from tilegrad.torch._rope import TilegradRope, _rope_composite  # noqa: E402
 from tilegrad.torch._swiglu import (TilegradSiluMul, TilegradSwiGlu, _silu_mul_composite,  # noqa: E402
@@ -69,6 +72,14 @@ def torch_rms_norm(x, w):
 
 def torch_silu_mul(g, u):
     return F.silu(g) * u
+
+
+def torch_gelu(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def torch_gelu_mul(g, u):
+    return F.gelu(g, approximate="tanh") * u
 
 
 def grad_run(fn, inputs, upstream):
@@ -151,7 +162,8 @@ def crossover_table(quick: bool = False) -> None:
     parentheses. ``quick``: the two smallest sizes, few calls (a smoke run, not a measurement)."""
     torch.set_num_threads(1)
     print("composite / node (torch / node)\n")
-    print("| dtype | elements | rms_norm | silu_mul | swiglu | rope |\n|---|---|---|---|---|---|")
+    print("| dtype | elements | rms_norm | silu_mul | swiglu | rope | gelu | gelu_mul |\n"
+          "|---|---|---|---|---|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
         for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144):
             rows = n // 128
@@ -172,6 +184,10 @@ def crossover_table(quick: bool = False) -> None:
                 (lambda: TilegradRope.apply(q, cos, cos, 0).backward(dq),
                  lambda: _rope_composite(q, cos, cos, 0).backward(dq),
                  lambda: (q * cos + rotate_half(q) * cos).backward(dq)),
+                (lambda: TilegradGelu.apply(x, "tanh").backward(dy), lambda: _gelu_composite(x, "tanh").backward(dy),
+                 lambda: torch_gelu(x).backward(dy)),
+                (lambda: TilegradGeluMul.apply(x, x, "tanh").backward(dy),
+                 lambda: _gelu_mul_composite(x, x, "tanh").backward(dy), lambda: torch_gelu_mul(x, x).backward(dy)),
             )
             reps = 2 if quick else max(20, 200000 // n)
             cells = []
@@ -268,6 +284,13 @@ def main() -> None:
         rows.append(case(f"silu_mul {name} {n}x{f}", {"op": "silu_mul", "n": n, "f": f, "dtype": name},
                          tgt.silu_mul, torch_silu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
                          args.reps, use_compile, ">= 2x; >= 1.3x compile", 8 * n * f * es, probe))
+        rows.append(case(f"gelu tanh {name} {n}x{f}", {"op": "gelu", "n": n, "f": f, "dtype": name},
+                         lambda a: tgt.gelu(a, approximate="tanh"), torch_gelu, [gate],
+                         (torch.randn(n, f, generator=g).to(dtype),), args.reps, use_compile,
+                         ">= 2x", 5 * n * f * es, probe))
+        rows.append(case(f"gelu_mul tanh {name} {n}x{f}", {"op": "gelu_mul", "n": n, "f": f, "dtype": name},
+                         tgt.gelu_mul, torch_gelu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
+                         args.reps, use_compile, ">= 2x", 8 * n * f * es, probe))
         b, s, hq, hkv, hd = 4, 1024 // scale, 16, 4, 128
         # (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim) projections, as Llama makes them
         q = torch.randn(b, s, hq, hd, generator=g).to(dtype).transpose(1, 2).requires_grad_()

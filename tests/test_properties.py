@@ -679,3 +679,41 @@ def test_ge_glu_and_backward(data, shape, nthreads):
     assert err is None, err
     gelu_ref.assert_close(dx, *gelu_ref.ge_glu_backward_ref(dy, x, g, dim, form, left))
     assert_guard_intact(dx, dxbuf)
+
+
+# ---- gelu_mul / gelu_mul_backward ---------------------------------------------------------------
+
+@given(data=st.data(), shape=shapes(), nthreads=thread_counts)
+def test_gelu_mul_and_backward(data, shape, nthreads):
+    """GeGLU on two tensors of any layouts; an `up` of another shape must be refused."""
+    tg.set_num_threads(nthreads)
+    form = data.draw(st.sampled_from(["none", "tanh"]))
+    dtype = data.draw(st.sampled_from(FLOATS))
+    gate = make_input(data, shape, dtype, data.draw(layout(shape)), -12, 12)
+    wrong = data.draw(st.integers(0, 5)) == 0
+    up_shape = list(shape) + [2] if wrong else list(shape)
+    up = make_input(data, up_shape, dtype, data.draw(layout(up_shape)))
+    out, buf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    before = snapshot([gate, up])
+    result, err = run_documented(lambda: tg.gelu_mul(gate, up, form, out=out))
+    assert_unchanged(before, [gate, up])
+    assert_guard_intact(out, buf)
+    if wrong:
+        assert isinstance(err, ValueError) and "gelu_mul: up shape" in str(err)
+        return
+    assert err is None, err
+    assert result is out
+    gelu_ref.assert_close(out, *gelu_ref.gelu_mul_ref(gate, up, form))
+
+    dy = make_input(data, shape, dtype, data.draw(layout(shape)))
+    d_gate, gbuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    d_up, ubuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    before = snapshot([dy, gate, up])
+    result, err = run_documented(lambda: tg.gelu_mul_backward(dy, gate, up, form, out=(d_gate, d_up)))
+    assert_unchanged(before, [dy, gate, up])
+    assert err is None, err
+    (want_g, scale_g), (want_u, scale_u) = gelu_ref.gelu_mul_backward_ref(dy, gate, up, form)
+    gelu_ref.assert_close(d_gate, want_g, scale_g)
+    gelu_ref.assert_close(d_up, want_u, scale_u)
+    assert_guard_intact(d_gate, gbuf)
+    assert_guard_intact(d_up, ubuf)

@@ -33,14 +33,22 @@ inline VF gelu_tanh(VF x) {
   return x * sigmoid(k);
 }
 
-inline VF gelu_tanh_grad(VF x) {
+// gelu(x) and gelu'(x) together, from one sigmoid (a backward that needs both: gelu_mul's).
+struct GeluParts {
+  VF value;  // gelu(x)
+  VF grad;   // gelu'(x)
+};
+
+inline GeluParts gelu_tanh_parts(VF x) {
   const VF x2 = x * x;
   const VF k = x * fma(set1(kGeluK1), x2, set1(kGeluK0));
   const SigmoidParts sp = sigmoid_parts(k);
   // k' with x^2 capped: past |x| = 100, s * (1 - s) is exactly 0, and the cap keeps x k' finite.
   const VF dk = fma(set1(3.0f * kGeluK1), min_nan_x(set1(1e4f), x2), set1(kGeluK0));
-  return sp.s + zero_if_nan((sp.s * sp.c) * (x * dk));
+  return {x * sp.s, sp.s + zero_if_nan((sp.s * sp.c) * (x * dk))};
 }
+
+inline VF gelu_tanh_grad(VF x) { return gelu_tanh_parts(x).grad; }
 
 // ---- erf form ----
 
@@ -77,10 +85,12 @@ inline NormalParts normal_parts(VF x) {
 
 inline VF gelu_erf(VF x) { return x * normal_parts(x).cdf; }
 
-inline VF gelu_erf_grad(VF x) {
+inline GeluParts gelu_erf_parts(VF x) {
   const NormalParts np = normal_parts(x);
-  return np.cdf + zero_if_nan(x * np.pdf);
+  return {x * np.cdf, np.cdf + zero_if_nan(x * np.pdf)};
 }
+
+inline VF gelu_erf_grad(VF x) { return gelu_erf_parts(x).grad; }
 
 // The form chosen once per launch (approximate: false = erf, true = tanh).
 template <bool kTanh>
@@ -93,6 +103,12 @@ template <bool kTanh>
 inline VF gelu_grad(VF x) {
   if constexpr (kTanh) return gelu_tanh_grad(x);
   else return gelu_erf_grad(x);
+}
+
+template <bool kTanh>
+inline GeluParts gelu_parts(VF x) {
+  if constexpr (kTanh) return gelu_tanh_parts(x);
+  else return gelu_erf_parts(x);
 }
 
 }  // namespace

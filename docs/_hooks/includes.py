@@ -45,6 +45,8 @@ CROSSOVER_ROWS = {
     "rms_norm": ("`rms_norm`", "input elements"),
     "silu_mul": ("`silu_mul`", "elements of `gate`"),
     "swiglu": ("`swiglu`", "input elements"),
+    "gelu": ("`gelu`", "input elements (SwiGLU's sizes until measured)"),
+    "gelu_mul": ("`gelu_mul`, `geglu`", "elements of `gate` (SwiGLU's sizes until measured)"),
     "rope": ("`rotary_position_embedding`, `apply_rotary_pos_emb`", "input elements"),
     "linear_cross_entropy": ("`linear_cross_entropy`", "multiply-adds `rows x H x V`"),
     "linear": ("`linear`", "multiply-adds `rows x in_features x out_features`"),

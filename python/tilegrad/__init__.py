@@ -33,7 +33,7 @@ from ._fused_linear_cross_entropy import (
 )
 from ._add_rms_norm import add_rms_norm, add_rms_norm_backward
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
-from ._ge_glu import ge_glu, ge_glu_backward
+from ._ge_glu import ge_glu, ge_glu_backward, gelu_mul, gelu_mul_backward
 from ._gelu import gelu, gelu_backward
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
@@ -69,6 +69,8 @@ __all__ = [
     "fused_linear_online_max_sum",
     "ge_glu",
     "ge_glu_backward",
+    "gelu_mul",
+    "gelu_mul_backward",
     "gelu",
     "gelu_backward",
     "get_ascend_home",

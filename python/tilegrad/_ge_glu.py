@@ -57,3 +57,40 @@ def ge_glu_backward(grad_output: np.ndarray, x: np.ndarray, gelu: np.ndarray, di
     return _core.ge_glu_backward(grad_output, x, gelu, check_int(_BWD, "dim", dim),
                                  check_str(_BWD, "approximate", approximate),
                                  check_bool(_BWD, "activate_left", activate_left), out)
+
+
+def gelu_mul(gate: np.ndarray, up: np.ndarray, approximate: str = "tanh", *,
+             out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``out = gelu(gate) * up`` on two arrays: :func:`ge_glu`'s formula (gate activated) where the two
+    halves are separate arrays, how a Gemma MLP combines its gate and up projections
+    (``F.gelu(gate, approximate="tanh") * up`` in PyTorch). tilegrad's own operator (no aclnn name).
+
+    Args:
+        gate, up: one dtype (float32, float16 or bfloat16) and one shape; any strides.
+        approximate: ``"tanh"`` (Gemma's ``gelu_pytorch_tanh``, the default) or ``"none"`` (erf).
+        out: optional result (that dtype and shape, any strides; may be ``gate`` or ``up`` itself).
+
+    Returns:
+        ``out``, or a new C-contiguous array. float32 arithmetic, rounded once. GIL released.
+    """
+    return _core.gelu_mul(gate, up, check_str("gelu_mul", "approximate", approximate), out)
+
+
+def gelu_mul_backward(grad_output: np.ndarray, gate: np.ndarray, up: np.ndarray, approximate: str = "tanh", *,
+                      out: Optional[Tuple[Optional[np.ndarray], Optional[np.ndarray]]] = None
+                      ) -> Tuple[np.ndarray, np.ndarray]:
+    """Gradients of :func:`gelu_mul`: ``grad_gate = grad_output * up * gelu'(gate)`` and
+    ``grad_up = grad_output * gelu(gate)``, gelu recomputed from ``gate`` (nothing else is saved).
+
+    Args:
+        grad_output, gate, up: one dtype and one shape.
+        approximate: the forward's (``"tanh"`` or ``"none"``).
+        out: optional ``(grad_gate, grad_up)``, each None (allocated) or an array of that dtype and
+            shape (any strides; each may be an input itself, never the other gradient).
+
+    Returns:
+        ``(grad_gate, grad_up)``. float32 arithmetic, each element rounded once. GIL released.
+    """
+    grad_gate, grad_up = out if out is not None else (None, None)
+    return _core.gelu_mul_backward(grad_output, gate, up, check_str("gelu_mul_backward", "approximate", approximate),
+                                   grad_gate, grad_up)

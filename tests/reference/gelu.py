@@ -95,3 +95,18 @@ def ge_glu_backward_ref(dy, x, gelu, dim=-1, approximate="tanh", activate_left=F
     dl, dl_scale = dy * gelu, np.abs(dy * gelu)
     first, second = ((dh, dl), (dh_scale, dl_scale)) if activate_left else ((dl, dh), (dl_scale, dh_scale))
     return np.concatenate(first, axis=dim), np.concatenate(second, axis=dim)
+
+
+def gelu_mul_ref(gate, up, approximate="tanh"):
+    """(out, scale) in float64: gelu(gate) * up (GeGLU on two tensors, gate activated)."""
+    g, _, gs, _ = _parts(_f64(gate), approximate)
+    up = _f64(up)
+    return g * up, gs * np.abs(up)
+
+
+def gelu_mul_backward_ref(dy, gate, up, approximate="tanh"):
+    """((d_gate, scale), (d_up, scale)) in float64: dy * up * gelu'(gate) and dy * gelu(gate), gelu
+    recomputed from gate."""
+    dy, up = _f64(dy), _f64(up)
+    g, dg, gs, dgs = _parts(_f64(gate), approximate)
+    return (dy * up * dg, np.abs(dy * up) * dgs), (dy * g, np.abs(dy) * gs)

@@ -55,3 +55,13 @@ def autograd_node_names(t) -> set:
             seen.add(node)
             todo.extend(n for n, _ in node.next_functions)
     return {type(n).__name__ for n in seen}
+
+
+def penalty_grads(fn, inputs) -> tuple:
+    """Second derivatives through an input-gradient penalty: ``g = d(sum fn^2)/d(first input)`` with
+    ``create_graph``, then ``d(sum g^2)/d(every input)``."""
+    import torch
+
+    out = fn(*inputs)
+    (g,) = torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
+    return torch.autograd.grad(g.pow(2).sum(), inputs)

@@ -12,6 +12,7 @@ import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _rope  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER  # noqa: E402
+from reference.torch_compare import penalty_grads  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size")
   # tests/torch/conftest.py
@@ -345,14 +346,6 @@ def test_numpy_entries_exist():
 # second derivatives and torch.func: torch's values, never a silently wrong number
 
 
-def _penalty_grads(fn, inputs):
-    """An input-gradient penalty: g = d(sum fn^2)/d(first input) with create_graph, then
-    d(sum g^2)/d(every input)."""
-    out = fn(*inputs)
-    (g,) = torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
-    return torch.autograd.grad(g.pow(2).sum(), inputs)
-
-
 def _double_backward_cases():
     g = torch.Generator().manual_seed(9)
     x, w = torch.randn(5, 16, generator=g), torch.rand(16, generator=g) + 0.5
@@ -373,8 +366,8 @@ def _double_backward_cases():
 @pytest.mark.parametrize("name", sorted(_double_backward_cases()))
 def test_second_derivatives_are_torchs(name):
     ours, theirs, inputs = _double_backward_cases()[name]
-    got = _penalty_grads(ours, [t.clone().requires_grad_() for t in inputs])
-    want = _penalty_grads(theirs, [t.double().requires_grad_() for t in inputs])
+    got = penalty_grads(ours, [t.clone().requires_grad_() for t in inputs])
+    want = penalty_grads(theirs, [t.double().requires_grad_() for t in inputs])
     for a, b in zip(got, want):
         torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
 

@@ -43,6 +43,9 @@ def _small_calls():
         "rms_norm": (lambda x: tgt.rms_norm(x, (32,)), r(6, 32)),
         "silu_mul": (tgt.silu_mul, r(6, 32), r(6, 32)),
         "swiglu": (tgt.swiglu, r(6, 32)),
+        "gelu": (tgt.gelu, r(6, 32)),
+        "gelu_mul": (tgt.gelu_mul, r(6, 32), r(6, 32)),
+        "geglu": (tgt.geglu, r(6, 32)),
         "rotary_position_embedding": (lambda x, c: tgt.rotary_position_embedding(x, c, c, 1), r(1, 4, 2, 8), cos),
         "apply_rotary_pos_emb": (lambda q, k, c: tgt.apply_rotary_pos_emb(q, k, c, c)[0], r(1, 2, 4, 8),
                                  r(1, 2, 4, 8), cos[:, :, 0]),
@@ -84,7 +87,8 @@ def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
 FAMILY = {"silu": "_silu", "cross_entropy": "_cross_entropy", "embedding": "_embedding",
           "binary_cross_entropy_with_logits": "_bce", "linear_cross_entropy": "_linear_cross_entropy",
           "rms_norm": "_rms_norm", "silu_mul": "_swiglu", "swiglu": "_swiglu", "rotary_position_embedding": "_rope",
-          "apply_rotary_pos_emb": "_rope", "linear": "_linear", "scaled_dot_product_attention": "_attention"}
+          "apply_rotary_pos_emb": "_rope", "linear": "_linear", "scaled_dot_product_attention": "_attention",
+          "gelu": "_gelu", "gelu_mul": "_gelu", "geglu": "_gelu"}
 KERNEL_NODES = ("Tilegrad", "LinearCrossEntropyFunction")
 
 
@@ -134,7 +138,7 @@ def test_route_order(monkeypatch):
 def test_every_function_has_its_own_crossover_entry():
     """swiglu used silu_mul's entry; each function now names its own (a missing dtype: no crossover)."""
     for op in ("silu", "cross_entropy", "cross_entropy_classes", "embedding", "binary_cross_entropy_with_logits",
-               "linear_cross_entropy", "rms_norm", "silu_mul", "swiglu", "rope"):
+               "linear_cross_entropy", "rms_norm", "silu_mul", "swiglu", "rope", "gelu", "gelu_mul"):
         assert op in CROSSOVER
     assert CROSSOVER["swiglu"] is not CROSSOVER["silu_mul"]
 

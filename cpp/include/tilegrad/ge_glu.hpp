@@ -30,4 +30,17 @@ TILEGRAD_API void ge_glu_backward(const TensorView& grad_output, const TensorVie
 TILEGRAD_API OutputSpec ge_glu_backward_output_spec(const TensorView& grad_output, const TensorView& self,
                                                     const TensorView& gelu, int64_t dim);
 
+// gelu_mul: out = gelu(gate) * up on two tensors of one dtype (fp32/fp16/bf16) and shape (a Gemma MLP's
+// separate gate and up projections; the GeGLU formula with the gate activated). out: that dtype and
+// shape, any strides; it may be gate or up exactly (in place), never overlap them otherwise.
+TILEGRAD_API void gelu_mul(const TensorView& gate, const TensorView& up, GeluApproximate approximate,
+                           const TensorView& out);
+
+// gelu_mul's gradients: grad_gate = grad_output * up * gelu'(gate), grad_up = grad_output * gelu(gate)
+// (gelu recomputed from gate); every tensor of gate's dtype and shape; the gradients may each be an
+// input exactly, never overlap each other.
+TILEGRAD_API void gelu_mul_backward(const TensorView& grad_output, const TensorView& gate, const TensorView& up,
+                                    GeluApproximate approximate, const TensorView& grad_gate,
+                                    const TensorView& grad_up);
+
 }  // namespace tilegrad

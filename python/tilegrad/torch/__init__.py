@@ -38,6 +38,7 @@ _require_torch(torch.__version__)
 
 from . import nn
 from ._attention import scaled_dot_product_attention
+from ._gelu import geglu, gelu, gelu_mul
 from ._linear import linear
 from . import optim  # tilegrad.torch.optim.AdamW
 from . import checkpoint  # tilegrad.torch.checkpoint.save / load
@@ -57,6 +58,9 @@ __all__ = [
     "embedding",
     "empty_cache",
     "enable",
+    "geglu",
+    "gelu",
+    "gelu_mul",
     "linear",
     "linear_cross_entropy",
     "nn",

@@ -89,6 +89,10 @@ CROSSOVER = {
     "rms_norm": {_F16: 1 << 10, _BF16: 1 << 10},
     "silu_mul": {_F32: 1 << 16, _F16: 1 << 15, _BF16: 1 << 15},
     "swiglu": {_F32: 1 << 13, _F16: 1 << 12, _BF16: 1 << 12},
+    # GELU and gelu_mul (geglu is gelu_mul on the halves): swiglu's sizes until measured (the GELU
+    # math costs about what SiLU's does).
+    "gelu": {_F32: 1 << 13, _F16: 1 << 12, _BF16: 1 << 12},
+    "gelu_mul": {_F32: 1 << 13, _F16: 1 << 12, _BF16: 1 << 12},
     "rope": {_F16: 1 << 10, _BF16: 1 << 10},
     # python benchmarks/bench_torch_linear_cross_entropy.py --only small: multiply-adds rows x H x V.
     # 16-bit: the kernel at every size (the composite would widen the (V, H) weight to float32).

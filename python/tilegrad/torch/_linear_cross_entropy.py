@@ -127,13 +127,14 @@ def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bi
                                class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
                                reduction: int, filter_eps: float,
                                filter_tolerance: float = 0.0,
-                               filter_weight_average: bool = False) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                               filter_weight_average: bool = False,
+                               softcap: float = 0.0) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     sync_threads()
     name = _MEAN_OR_SUM[reduction]
     results = _flce.fused_linear_cross_entropy(as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index,
                                                name, bias=optional_numpy(bias),
                                                class_weight=optional_numpy(class_weight),
-                                               label_smoothing=label_smoothing,
+                                               label_smoothing=label_smoothing, softcap=softcap or None,
                                                filter_eps=filter_eps if filter_eps > 0.0 else None,
                                                filter_tolerance=filter_tolerance if filter_tolerance > 0.0 else None,
                                                filter_weight_bound="average" if filter_weight_average else "column")
@@ -143,7 +144,7 @@ def _linear_cross_entropy_impl(input: Tensor, weight: Tensor, target: Tensor, bi
 
 
 def _linear_cross_entropy_fake(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
-                               filter_eps, filter_tolerance=0.0, filter_weight_average=False):
+                               filter_eps, filter_tolerance=0.0, filter_weight_average=False, softcap=0.0):
     grad_bias = bias.new_empty(bias.shape) if bias is not None else input.new_empty([0])
     return (input.new_empty([], dtype=torch.float32), input.new_empty(input.shape), weight.new_empty(weight.shape),
             grad_bias)
@@ -153,7 +154,7 @@ def _linear_cross_entropy_setup(ctx, inputs, output) -> None:
     input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction = inputs[:8]
     _, grad_input, grad_weight, grad_bias = output
     ctx.has_bias = bias is not None
-    ctx.options = (ignore_index, label_smoothing, _MEAN_OR_SUM[reduction])
+    ctx.options = (ignore_index, label_smoothing, _MEAN_OR_SUM[reduction], inputs[11] if len(inputs) > 11 else 0.0)
     ctx.mark_non_differentiable(grad_input, grad_weight, grad_bias)
     # the inputs (references) only for a backward under grad mode (second derivatives)
     ctx.save_for_backward(grad_input, grad_weight, grad_bias, input, weight, target, bias, class_weight)
@@ -165,15 +166,16 @@ def _linear_cross_entropy_grad(ctx, grad_loss, unused_grad_input, unused_grad_we
     saved = ctx.saved_tensors
     if torch.is_grad_enabled():
         gi, gw, gb = _composite_grads(grad_loss, *saved[3:], *ctx.options)
-        return gi, gw, None, gb, None, None, None, None, None, None, None
+        return gi, gw, None, gb, None, None, None, None, None, None, None, None
     scale = grad_loss.to(torch.float32)
     scaled = [(g * scale).to(g.dtype) for g in saved[:3]]
-    return scaled[0], scaled[1], None, scaled[2] if ctx.has_bias else None, None, None, None, None, None, None, None
+    return (scaled[0], scaled[1], None, scaled[2] if ctx.has_bias else None, None, None, None, None, None, None, None,
+            None)
 
 
 define("linear_cross_entropy(Tensor input, Tensor weight, Tensor target, Tensor? bias, Tensor? class_weight, "
        "int ignore_index, float label_smoothing, int reduction, float filter_eps, float filter_tolerance=0.0, "
-       "bool filter_weight_average=False) "
+       "bool filter_weight_average=False, float softcap=0.0) "
        "-> (Tensor, Tensor, Tensor, Tensor)",
        _linear_cross_entropy_impl, _linear_cross_entropy_fake,
        (_linear_cross_entropy_grad, _linear_cross_entropy_setup))
@@ -218,7 +220,8 @@ def _linear_cross_entropy_rows_setup(ctx, inputs, output) -> None:
 def _linear_cross_entropy_rows_grad(ctx, grad_loss, unused_max, unused_sum):
     input, weight, target, logits_max, sum_exp = ctx.saved_tensors
     if torch.is_grad_enabled():  # second derivatives: the differentiable composite
-        gi, gw, _ = _composite_grads(grad_loss, input, weight, target, None, None, ctx.ignore_index, 0.0, "none")
+        gi, gw, _ = _composite_grads(grad_loss, input, weight, target, None, None, ctx.ignore_index, 0.0, "none",
+                                     0.0)
         return gi, gw, None, None
     kept = target != ctx.ignore_index
     grad_rows = torch.where(kept, grad_loss.to(torch.float32), 0.0)
@@ -271,11 +274,12 @@ def _fused(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor]
            options: tuple, wanted: Tuple[bool, bool, bool], grad_output: Optional[Tensor] = None):
     """The fused op on torch tensors: (loss, grad_input, grad_weight, grad_bias), None for a
     gradient not wanted. ``grad_output``: float32 upstream gradient (scalar or per row)."""
-    ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, weight_average = options
+    ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, weight_average, softcap = options
     sync_threads()
     results = _flce.fused_linear_cross_entropy(
         as_numpy(input), as_numpy(weight), as_numpy(target), ignore_index, REDUCTION_NAMES[reduction],
         bias=optional_numpy(bias), class_weight=optional_numpy(class_weight), label_smoothing=label_smoothing,
+        softcap=softcap or None,
         grad_output=None if grad_output is None else as_numpy(grad_output),
         filter_eps=filter_eps if filter_eps > 0.0 else None,
         filter_tolerance=filter_tolerance if filter_tolerance > 0.0 else None,
@@ -288,10 +292,12 @@ def _fused(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor]
 
 def _float32_composite(input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
                        class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
-                       reduction: str) -> Tensor:
-    """``F.linear`` + ``F.cross_entropy`` with float32 logits (the fused op's numerics), differentiable
-    to any order: the second-derivative path."""
+                       reduction: str, softcap: float = 0.0) -> Tensor:
+    """``F.linear`` (+ the logit softcap) + ``F.cross_entropy`` with float32 logits (the fused op's
+    numerics), differentiable to any order: the second-derivative path and the softcap's composite."""
     logits = F.linear(input.float(), weight.float(), None if bias is None else bias.float())
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
     # torch's own cross entropy (F.cross_entropy is tilegrad's after tilegrad.torch.enable(), whose node
     # has no second derivative)
     return TORCH_FUNCTIONS["cross_entropy"](logits, target, class_weight, ignore_index=ignore_index,
@@ -299,27 +305,30 @@ def _float32_composite(input: Tensor, weight: Tensor, target: Tensor, bias: Opti
 
 
 def _composite_grads(grad_loss: Tensor, input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
-                     class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float, reduction: str) -> list:
+                     class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float, reduction: str,
+                     softcap: float) -> list:
     """[d input, d weight, d bias] of the composite with ``create_graph=True`` (a backward run under
     grad mode; None for a tensor that needs no gradient): the saved tensors carry their history, so
     the result is differentiable again."""
     def loss(input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-        return _float32_composite(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction)
+        return _float32_composite(input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
+                                  softcap)
 
     return recompute_grads(loss, (input, weight, bias), (grad_loss.to(torch.float32),))  # the composite's loss dtype
 
 
 class LinearCrossEntropyFunction(torch.autograd.Function):
     """``(rows (BT, H), weight (V, H), target (BT,), bias, class_weight fp32, ignore_index,
-    label_smoothing, reduction code, filter_eps, filter_tolerance, filter_weight_average)`` -> float32
-    loss (scalar, or (BT,) for "none")."""
+    label_smoothing, reduction code, filter_eps, filter_tolerance, filter_weight_average, softcap)`` ->
+    float32 loss (scalar, or (BT,) for "none")."""
 
     @staticmethod
     def forward(ctx, input, weight, target, bias, class_weight, ignore_index, label_smoothing, reduction,
-                filter_eps, filter_tolerance, filter_weight_average):
+                filter_eps, filter_tolerance, filter_weight_average, softcap=0.0):
         needs = ctx.needs_input_grad
         wanted = (needs[0], needs[1], bias is not None and needs[3])
-        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, filter_weight_average)
+        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, filter_weight_average,
+                   softcap)
         ctx.options, ctx.wanted, ctx.pending = options, wanted, None
         ctx.save_for_backward(input, weight, target, bias, class_weight)
         ahead = reduction != 0 and any(wanted) and _nothing_pending()
@@ -335,10 +344,10 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
         if torch.is_grad_enabled():
             ignore_index, label_smoothing, reduction = ctx.options[:3]
             grads = _composite_grads(grad_loss, *ctx.saved_tensors, ignore_index, label_smoothing,
-                                     REDUCTION_NAMES[reduction])
+                                     REDUCTION_NAMES[reduction], ctx.options[6])
         else:
             grads = _backward(ctx, grad_loss)
-        return grads[0], grads[1], None, grads[2], None, None, None, None, None, None, None
+        return grads[0], grads[1], None, grads[2], None, None, None, None, None, None, None, None
 
 
 def _backward(ctx, grad_loss: Tensor):
@@ -357,13 +366,14 @@ def _backward(ctx, grad_loss: Tensor):
 
 def _kernel_loss(rows: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], class_weight: Optional[Tensor],
                  ignore_index: int, label_smoothing: float, reduction: int, filter_eps: float,
-                 filter_tolerance: float = 0.0, filter_weight_average: bool = False) -> Tensor:
+                 filter_tolerance: float = 0.0, filter_weight_average: bool = False, softcap: float = 0.0) -> Tensor:
     if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (rows, weight, bias))):
         # no autograd node: the loss alone (its needs_input_grad would still say requires_grad)
-        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, filter_weight_average)
+        options = (ignore_index, label_smoothing, reduction, filter_eps, filter_tolerance, filter_weight_average,
+                   softcap)
         return _fused(rows, weight, target, bias, class_weight, options, (False, False, False))[0]
     return LinearCrossEntropyFunction.apply(rows, weight, target, bias, class_weight, ignore_index, label_smoothing,
-                                            reduction, filter_eps, filter_tolerance, filter_weight_average)
+                                            reduction, filter_eps, filter_tolerance, filter_weight_average, softcap)
 
 
 def _flatten_rows(input: Tensor) -> Tensor:
@@ -380,7 +390,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          reduction: str = "mean", ignore_index: Optional[int] = -100, label_smoothing: float = 0.0,
                          options=None, filter_eps: Union[None, str, float] = None,
                          filter_tolerance: Optional[float] = None, filter_weight_bound: str = "column",
-                         loss_dtype: Optional[torch.dtype] = None) -> Tensor:
+                         loss_dtype: Optional[torch.dtype] = None, softcap: Optional[float] = None) -> Tensor:
     """``F.linear_cross_entropy(input, linear_weight, target)`` without the ``(rows, V)`` logits.
 
     ``input`` (..., H), ``linear_weight`` (V, H), ``target`` (...) class indices, with ``linear_bias``,
@@ -410,8 +420,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     ``torch.float32`` with 16-bit inputs returns the fused op's float32 loss unrounded (what Hugging
     Face's causal-LM loss gives, which upcasts the logits first); where torch's function runs, the
     projection is then computed in float32 too, so the loss is never rounded to 16 bits on the way.
+
+    ``softcap`` (tilegrad extension; None: no cap): the logits are capped as ``softcap * tanh(z /
+    softcap)`` before the cross entropy (Gemma 2's ``final_logit_softcapping``), inside the fused op;
+    where the fused op does not run, torch ops compute the capped float32 logits whole.
     """
     check_reduction("linear_cross_entropy", reduction)
+    cap = _check_softcap(softcap)
     # (other dtypes take the composite path, where nothing is filtered: any valid value will do)
     eps, tol = filter_settings(filter_eps, filter_tolerance, numpy_dtype(input.dtype) or numpy_dtype(torch.float32))
     weight_average = filter_weight_average(filter_weight_bound)
@@ -426,16 +441,46 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     args = (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing)
     supported = _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, weight)
     path = route(supported, input.dtype, linear_cross_entropy=multiply_adds(input, linear_weight))
+    if cap and path in (Path.TORCH, Path.COMPOSITE):
+        return _softcap_composite(*args, cap).to(result_dtype)
     if path in (Path.TORCH, Path.COMPOSITE):
         return _linear_cross_entropy_composite(*_widened(args, result_dtype), options).to(result_dtype)
     rows = _flatten_rows(input)
     if path is Path.COMPILE:
-        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average, result_dtype)
+        loss = _linear_cross_entropy_ops(rows, *args[1:], eps, tol, weight_average, result_dtype, cap)
     else:
         class_weight = None if weight is None else weight.to(torch.float32)
         loss = _kernel_loss(rows, linear_weight, target.reshape(-1), linear_bias, class_weight, ignore_index,
-                            label_smoothing, REDUCTION_CODES[reduction], eps, tol, weight_average)
+                            label_smoothing, REDUCTION_CODES[reduction], eps, tol, weight_average, cap)
     return (loss.view(target.shape) if reduction == "none" else loss).to(result_dtype)
+
+
+def _check_softcap(softcap) -> float:
+    """The op's softcap (0.0: none) of ``softcap``: None or inf for no cap, else a finite float > 0."""
+    if softcap is None:
+        return 0.0
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise TypeError(f"tilegrad.torch.linear_cross_entropy: softcap must be None or a float > 0, got {softcap!r}")
+    if math.isinf(softcap) and softcap > 0:
+        return 0.0
+    if not softcap > 0:
+        raise ValueError(f"tilegrad.torch.linear_cross_entropy: softcap must be None or a float > 0, got {softcap!r}")
+    return float(softcap)
+
+
+def _softcap_composite(input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing,
+                       softcap):
+    """The capped logits whole in float32 torch ops (torch's F.linear_cross_entropy has no softcap): what
+    the fused op does not take, tiny problems, torch.func transforms."""
+    if target.dtype == torch.int32:
+        target = target.long()
+    if input.dim() > 2 and linear_weight.dim() == 2:
+        loss = _softcap_composite(_flatten_rows(input), linear_weight, target.reshape(-1), linear_bias, weight,
+                                  reduction, ignore_index, label_smoothing, softcap)
+        return loss.view(target.shape) if reduction == "none" else loss
+    class_weight = None if weight is None else weight.float()
+    return _float32_composite(input, linear_weight, target, linear_bias, class_weight, ignore_index, label_smoothing,
+                              reduction, softcap)
 
 
 def _check_loss_dtype(loss_dtype) -> Optional[torch.dtype]:
@@ -467,7 +512,7 @@ def _linear_cross_entropy_on_kernel(input, linear_weight, target, linear_bias, w
 
 
 def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, reduction, ignore_index,
-                              label_smoothing, eps, tol, weight_average, result_dtype):
+                              label_smoothing, eps, tol, weight_average, result_dtype, softcap=0.0):
     """Under torch.compile: the torch.ops.tilegrad ops (they have fake kernels)."""
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                  for t in (rows, linear_weight, linear_bias))
@@ -476,8 +521,11 @@ def _linear_cross_entropy_ops(rows, linear_weight, target, linear_bias, weight, 
         loss, _, _, _ = torch.ops.tilegrad.linear_cross_entropy(rows, linear_weight, target.reshape(-1), linear_bias,
                                                                class_weight, ignore_index, label_smoothing,
                                                                REDUCTION_CODES[reduction], eps, tol,
-                                                               weight_average)
+                                                               weight_average, softcap)
         return loss
+    if softcap:
+        return _softcap_composite(rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction,
+                                  ignore_index, label_smoothing, softcap)
     if linear_bias is None and weight is None and label_smoothing == 0.0:
         return _linear_cross_entropy_rows(rows, linear_weight, target, reduction, ignore_index)
     args = (rows, linear_weight, target.reshape(-1), linear_bias, weight, reduction, ignore_index, label_smoothing)

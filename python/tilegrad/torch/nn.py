@@ -13,11 +13,12 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from ._gelu import gelu
 from ._linear import linear
 from . import functional as TF
 from ._rms_norm import rms_norm
 
-__all__ = ["SiLU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm", "Linear"]
+__all__ = ["SiLU", "GELU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm", "Linear"]
 
 
 class SiLU(torch.nn.SiLU):
@@ -31,6 +32,20 @@ class SiLU(torch.nn.SiLU):
     @torch.jit.unused
     def _tilegrad(self, input: Tensor) -> Tensor:
         return TF.silu(input, inplace=self.inplace)
+
+
+class GELU(torch.nn.GELU):
+    """``torch.nn.GELU`` (same ``approximate`` argument) on tilegrad's GELU forward and backward
+    (:func:`tilegrad.torch.gelu`)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.gelu(input, approximate=self.approximate)
+        return self._tilegrad(input)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor) -> Tensor:
+        return gelu(input, self.approximate)
 
 
 class CrossEntropyLoss(torch.nn.CrossEntropyLoss):

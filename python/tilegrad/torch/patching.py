@@ -56,7 +56,7 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _torch_module
 
 from . import _attention as TA
-from . import _rms_norm, _rope, _swiglu
+from . import _gelu, _rms_norm, _rope, _swiglu
 from . import functional as TF
 from . import nn as tnn
 
@@ -81,22 +81,36 @@ class CausalLMFacts:
     ``self.loss_function``), checked by the tests against each model's own forward. The argument
     names are not listed: the fused forward reads them from the library class's own signature.
 
-    ``prefix``: the family's class-name prefix in ``transformers.models.<type>.modeling_<type>``, where
-    ``<prefix>RMSNorm``, ``<prefix>MLP`` and ``<prefix>Attention`` (which applies the rotary embedding
-    through that module's ``apply_rotary_pos_emb``) are the decoder-block classes patch replaces.
+    ``prefix``: the family's class-name prefix in ``transformers.models.<modeling>.modeling_<modeling>``
+    (``modeling``: the model type unless given), where ``<prefix>RMSNorm``, ``<prefix>MLP``,
+    ``<prefix>Attention`` (which applies the rotary embedding through that module's
+    ``apply_rotary_pos_emb``) and ``<prefix>TextScaledWordEmbedding`` are the decoder-block classes
+    patch replaces. ``norm_weight_offset``: the family's RMSNorm multiplies by ``weight + offset``
+    computed in float32 (Gemma's ``1 + weight``; its epsilon is ``eps``, Llama's ``variance_epsilon``).
     """
 
     prefix: str
     decoder: str = "model"
     lm_head: str = "lm_head"
+    modeling: Optional[str] = None
+    norm_weight_offset: float = 0.0
+
+    def modeling_module(self, model_type: str) -> str:
+        """The name of the family's modeling module (loaded or not)."""
+        name = self.modeling or model_type
+        return f"transformers.models.{name}.modeling_{name}"
 
 
-# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py
+# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py (Gemma 1 / 2 / 3:
+# tests/torch/test_patch_gemma.py)
 CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "llama": CausalLMFacts("Llama"),
     "mistral": CausalLMFacts("Mistral"),
     "qwen2": CausalLMFacts("Qwen2"),
     "qwen3": CausalLMFacts("Qwen3"),
+    "gemma": CausalLMFacts("Gemma", norm_weight_offset=1.0),
+    "gemma2": CausalLMFacts("Gemma2", norm_weight_offset=1.0),
+    "gemma3_text": CausalLMFacts("Gemma3", modeling="gemma3", norm_weight_offset=1.0),  # Gemma3ForCausalLM
 }
 
 # the parameters of a causal-LM forward that the fused path reads itself; every other named
@@ -270,29 +284,34 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
     return rules
 
 
-def _decoder_block_rules(rms_norm: bool, swiglu: bool, rope: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
+def _decoder_block_rules(rms_norm: bool, swiglu: bool, rope: bool, embedding: bool = True
+                         ) -> Dict[type, Tuple[type, Dict[str, Any]]]:
     """The Hugging Face decoder-block classes of the loaded families -> tilegrad's subclasses of them."""
-    wanted = [kind for kind, on in (("RMSNorm", rms_norm), ("MLP", swiglu), ("Attention", rope)) if on]
+    wanted = [kind for kind, on in (("RMSNorm", rms_norm), ("MLP", swiglu), ("Attention", rope),
+                                    ("TextScaledWordEmbedding", embedding)) if on]
     rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
     for model_type, facts in CAUSAL_LM_FACTS.items():
-        modeling = sys.modules.get(f"transformers.models.{model_type}.modeling_{model_type}")
+        modeling = sys.modules.get(facts.modeling_module(model_type))
         for kind in wanted:
             cls = getattr(modeling, facts.prefix + kind, None)
             if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
-                rules[cls] = (_tilegrad_subclass(cls, kind), {})
+                rules[cls] = (_tilegrad_subclass(cls, kind, facts.norm_weight_offset), {})
     return rules
 
 
 @functools.lru_cache(maxsize=None)
-def _tilegrad_subclass(cls: type, kind: str) -> type:
-    """``Tilegrad<cls>``: ``cls`` with tilegrad's RMSNorm, silu_mul or rotary embedding in its forward.
+def _tilegrad_subclass(cls: type, kind: str, norm_weight_offset: float = 0.0) -> type:
+    """``Tilegrad<cls>``: ``cls`` with tilegrad's RMSNorm, silu_mul / gelu_mul, rotary embedding or
+    embedding in its forward.
 
     Made once per class and kept as an attribute of this module, so a pickled patched model loads
     again (``__getattr__`` below rebuilds it in a new process)."""
     if kind == "Attention":
         forward = _with_global(cls.forward, "apply_rotary_pos_emb", _rope.apply_rotary_pos_emb)
+    elif kind == "RMSNorm":
+        forward = _rms_norm_forward(cls, norm_weight_offset)
     else:
-        forward = {"RMSNorm": _rms_norm_forward, "MLP": _mlp_forward}[kind](cls)
+        forward = {"MLP": _mlp_forward, "TextScaledWordEmbedding": _scaled_embedding_forward}[kind](cls)
     name = f"Tilegrad{cls.__name__}"
     subclass = type(name, (cls,), {"forward": forward, "__module__": __name__, "__qualname__": name,
                                    "__doc__": f"{cls.__name__} with tilegrad's {_KIND_DOC[kind]}."})
@@ -301,8 +320,9 @@ def _tilegrad_subclass(cls: type, kind: str) -> type:
 
 
 _KIND_DOC = {"RMSNorm": "rms_norm (one rounding in bf16 / fp16; Hugging Face's rounds twice)",
-             "MLP": "silu_mul for act_fn(gate_proj(x)) * up_proj(x)",
-             "Attention": "apply_rotary_pos_emb (rotate-half)"}
+             "MLP": "silu_mul / gelu_mul for act_fn(gate_proj(x)) * up_proj(x)",
+             "Attention": "apply_rotary_pos_emb (rotate-half)",
+             "TextScaledWordEmbedding": "embedding (deterministic backward), then the scale"}
 
 
 def __getattr__(name: str):
@@ -311,12 +331,15 @@ def __getattr__(name: str):
         for kind in _KIND_DOC:
             if name == f"Tilegrad{facts.prefix}{kind}":
                 import importlib
-                modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
-                return _tilegrad_subclass(getattr(modeling, facts.prefix + kind), kind)
+                modeling = importlib.import_module(facts.modeling_module(model_type))
+                return _tilegrad_subclass(getattr(modeling, facts.prefix + kind), kind, facts.norm_weight_offset)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _rms_norm_forward(base: type) -> Callable:
+def _rms_norm_forward(base: type, weight_offset: float = 0.0) -> Callable:
+    if weight_offset:
+        return _offset_rms_norm_forward(weight_offset)
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         weight = self.weight
         if weight.dtype != hidden_states.dtype:  # Hugging Face returns weight * x in the promoted dtype
@@ -325,11 +348,52 @@ def _rms_norm_forward(base: type) -> Callable:
     return forward
 
 
+def _offset_rms_norm_forward(weight_offset: float) -> Callable:
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        # Gemma's RMSNorm: float32 x * rstd * (offset + weight), returned in x's dtype whatever the weight's
+        weight = self.weight
+        return _rms_norm.rms_norm(hidden_states, weight.shape, weight, self.eps, weight_offset=weight_offset)
+    return forward
+
+
 def _mlp_forward(base: type) -> Callable:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(self.act_fn, _silu_classes()):  # another activation: the model's own forward
-            return base.forward(self, x)
-        return self.down_proj(_swiglu.silu_mul(self.gate_proj(x), self.up_proj(x)))
+        if isinstance(self.act_fn, _silu_classes()):
+            return self.down_proj(_swiglu.silu_mul(self.gate_proj(x), self.up_proj(x)))
+        approximate = _gelu_approximation(self.act_fn)
+        if approximate is not None:  # Gemma's gelu_pytorch_tanh(gate) * up
+            return self.down_proj(_gelu.gelu_mul(self.gate_proj(x), self.up_proj(x), approximate))
+        return base.forward(self, x)  # another activation: the model's own forward
+    return forward
+
+
+def _gelu_approximation(act_fn: Any) -> Optional[str]:
+    """``"tanh"`` / ``"none"`` for an activation module computing torch's GELU of that form (transformers'
+    ``GELUTanh``, its ``GELUActivation`` on torch's gelu, ``torch.nn.GELU``), else None."""
+    if type(act_fn) is torch.nn.GELU:
+        return act_fn.approximate
+    activations = sys.modules.get("transformers.activations")
+    for name, approximate in (("GELUTanh", "tanh"), ("PytorchGELUTanh", "tanh"), ("GELUActivation", "none")):
+        cls = getattr(activations, name, None)
+        if isinstance(cls, type) and type(act_fn) is cls and _on_torch_gelu(act_fn, approximate):
+            return approximate
+    return None
+
+
+def _on_torch_gelu(act_fn: Any, approximate: str) -> bool:
+    """The activation calls torch's gelu of that form (not a Python formula of its own)."""
+    act = getattr(act_fn, "act", None)
+    if isinstance(act, functools.partial):
+        return act.func is F.gelu and not act.args and act.keywords == {"approximate": approximate}
+    return act is F.gelu and approximate == "none"
+
+
+def _scaled_embedding_forward(base: type) -> Callable:
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        # Gemma's embedding times sqrt(hidden), the scale rounded to the weight's dtype as transformers does
+        rows = TF.embedding(input_ids, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                            self.scale_grad_by_freq, self.sparse)
+        return rows * self.embed_scale.to(self.weight.dtype)
     return forward
 
 
@@ -594,7 +658,6 @@ def _fused_loss_applies(model: torch.nn.Module, facts: CausalLMFacts, named: Dic
     logits_to_keep = named["logits_to_keep"]
     return (isinstance(model, _FusedCausalLM) and model.training and named["labels"] is not None
             and isinstance(logits_to_keep, int) and logits_to_keep == 0
-            and getattr(model.config, "final_logit_softcapping", None) is None
             and getattr(model, "loss_function", None) is standard_loss
             and _plain_linear(getattr(model, facts.lm_head, None)))
 
@@ -623,7 +686,7 @@ def _fused_causal_lm_output(model: torch.nn.Module, facts: CausalLMFacts, forwar
         return_dict = getattr(model.config, "return_dict", True)
     outputs = getattr(model, facts.decoder)(**{name: named[name] for name in forward_map.passed}, **options)
     loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(model, facts.lm_head), named["labels"],
-                                 **options)
+                                 softcap=getattr(model.config, "final_logit_softcapping", None), **options)
     values = {name: loss if name == "loss" else None if name == "logits" else getattr(outputs, name, None)
               for name in forward_map.output_fields}
     if return_dict:
@@ -632,11 +695,12 @@ def _fused_causal_lm_output(model: torch.nn.Module, facts: CausalLMFacts, forwar
 
 
 def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels: torch.Tensor, *,
-                          num_items_in_batch=None, ignore_index: int = -100, shift_labels=None, **_: Any
-                          ) -> torch.Tensor:
+                          num_items_in_batch=None, ignore_index: int = -100, shift_labels=None,
+                          softcap: Optional[float] = None, **_: Any) -> torch.Tensor:
     """transformers' ForCausalLMLoss (tokens < n predict n; mean over non-ignored tokens, or sum /
     num_items_in_batch; a float32 loss, as its upcast of the logits gives), with the logits formed
-    block by block inside tilegrad's fused op."""
+    block by block inside tilegrad's fused op (capped there by ``softcap``: the config's
+    ``final_logit_softcapping``, Gemma 2 / 3)."""
     if shift_labels is None:
         # the label of position t is token t + 1; the last position has none (ignored), so hidden
         # stays whole and is never sliced or copied
@@ -644,7 +708,8 @@ def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels
     shift_labels = shift_labels.to(hidden.device).reshape(hidden.shape[:-1])
     reduction = "sum" if num_items_in_batch is not None else "mean"
     loss = TF.linear_cross_entropy(hidden, lm_head.weight, shift_labels, linear_bias=lm_head.bias,
-                                   reduction=reduction, ignore_index=ignore_index, loss_dtype=torch.float32)
+                                   reduction=reduction, ignore_index=ignore_index, loss_dtype=torch.float32,
+                                   softcap=softcap)
     if num_items_in_batch is not None:
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
@@ -704,21 +769,29 @@ class _AttentionSwap:
             self.config._attn_implementation = self.old
 
 
-def _plan_attention(model: torch.nn.Module) -> List[_AttentionSwap]:
-    """One swap per config of a family in ``CAUSAL_LM_FACTS`` not on tilegrad's attention yet."""
+def _plan_attention(model: torch.nn.Module) -> Tuple[List[_AttentionSwap], List[Skipped]]:
+    """One swap per config of a family in ``CAUSAL_LM_FACTS`` not on tilegrad's attention yet; a
+    Skipped for one whose attention tilegrad's cannot compute (Gemma 2's logit softcap)."""
     swaps: List[_AttentionSwap] = []
+    skipped: List[Skipped] = []
     seen = set()
     for path, module in model.named_modules(remove_duplicate=True):
         config = module.__dict__.get("config")
         if id(config) in seen or getattr(config, "model_type", None) not in CAUSAL_LM_FACTS:
             continue
         seen.add(id(config))
+        softcap = getattr(config, "attn_logit_softcapping", None)
+        if softcap is not None:
+            skipped.append(Skipped(f"{path or '<model>'}.config._attn_implementation", type(config).__name__,
+                                   f"attn_logit_softcapping={softcap}: tilegrad's attention has no logit softcap, so "
+                                   f"the model's own attention runs"))
+            continue
         old = getattr(config, "_attn_implementation", None)
         if old != TA.HF_IMPLEMENTATION:
             swaps.append(_AttentionSwap(module, config, old, Replacement(
                 f"{path or '<model>'}.config._attn_implementation", repr(old),
                 f"{TA.HF_IMPLEMENTATION!r} (tgt.scaled_dot_product_attention)")))
-    return swaps
+    return swaps, skipped
 
 
 # ----------------------------------------------------------------------------------------------
@@ -767,19 +840,23 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
     Args:
         model: any ``torch.nn.Module``; its submodules are walked once.
         silu: ``torch.nn.SiLU`` (and transformers' ``SiLUActivation``) -> ``tilegrad.torch.nn.SiLU``.
-        embedding: ``torch.nn.Embedding`` -> ``tilegrad.torch.nn.Embedding`` (same Parameter).
+        embedding: ``torch.nn.Embedding`` -> ``tilegrad.torch.nn.Embedding`` (same Parameter), and
+            Gemma's scaled token embedding on ``tgt.embedding``.
         cross_entropy: ``torch.nn.CrossEntropyLoss`` -> ``tilegrad.torch.nn.CrossEntropyLoss``.
         binary_cross_entropy_with_logits: ``torch.nn.BCEWithLogitsLoss`` -> tilegrad's.
         linear_cross_entropy: ``torch.nn.LinearCrossEntropyLoss`` -> tilegrad's, and the training loss
             of the transformers causal LMs in ``CAUSAL_LM_FACTS`` (and of user subclasses of them, where
             their forward calls ``super().forward``) as a fused linear cross entropy.
         rms_norm: ``torch.nn.RMSNorm`` -> ``tilegrad.torch.nn.RMSNorm``, and the RMSNorm modules of
-            those families (``tgt.rms_norm``).
-        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU only).
+            those families (``tgt.rms_norm``; Gemma's ``1 + weight`` form with ``weight_offset=1.0``).
+        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU) or
+            ``tgt.gelu_mul`` (torch's GELU, Gemma's ``gelu_pytorch_tanh``); other activations keep it.
         rope: their attention's rotary embedding as ``tgt.apply_rotary_pos_emb``.
         attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
-            interface; :func:`unpatch` restores the model's own choice).
+            interface; :func:`unpatch` restores the model's own choice). A config with an attention
+            logit softcap (Gemma 2's ``attn_logit_softcapping``) keeps its own attention, listed in
+            ``skipped`` and warned about (``strict`` does not refuse it: the loss is still fused).
         linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
             ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
@@ -800,13 +877,16 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
     rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy,
                         rms_norm, linear)
-    rules.update(_decoder_block_rules(rms_norm, swiglu, rope))
+    rules.update(_decoder_block_rules(rms_norm, swiglu, rope, embedding))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
+    unmapped_attention: List[Skipped] = []
     if attention and "transformers" in sys.modules:  # never import transformers ourselves
-        changes += _plan_attention(model)
+        swaps, unmapped_attention = _plan_attention(model)
+        changes += swaps
     if strict and skipped:
         raise ValueError("patch: strict=True and these would be left as they are (nothing was patched): "
                          + "; ".join(map(str, skipped)))
+    skipped += unmapped_attention  # the model's own attention runs: said, but not a loss left unfused
     _apply_all(changes)
     for item in skipped:
         warnings.warn(f"tilegrad.torch.patch: {item}; left as it was", UserWarning, stacklevel=2)
