@@ -43,7 +43,8 @@ from tilegrad import _core
 from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_run_options, parse_args, record  # noqa: E402
+from _harness import _cpu_model, add_run_options, parse_args, record  # noqa: E402
+from bench_fused_linear_cross_entropy import make  # noqa: E402
 
 DTYPES = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 HIDDEN = (576, 1024, 2048)
@@ -52,13 +53,6 @@ TOKENS = 1024
 QUICK_SHAPE = (64, 96, 3000)  # tokens, hidden, vocabulary
 DATA = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "data"
 
-
-def make(n, h, v, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal((n, h)) * 0.5).astype(np.float32).astype(dtype)
-    w = (rng.standard_normal((v, h)) * 0.02).astype(np.float32).astype(dtype)
-    t = rng.integers(0, v, n).astype(np.int64)
-    return x, w, t
 
 
 class PlanGemms:
@@ -210,7 +204,8 @@ def case(label, n, h, v, dtype, args, threads):
 def write_table(name, rows, args, threads):
     """docs/benchmarks/data/NAME.json (scripts/bench_tables.py's format)."""
     columns = list(rows[0].keys())
-    fmt = lambda c, val: (f"{val:.0%}" if "/" in c else f"{val:.1f}") if isinstance(val, float) else str(val)
+    fmt = lambda c, val: (f"{val:.0%}" if c.startswith("fused / ") else f"{val:.1f}") if isinstance(val, float) \
+        else str(val)
     cpu = _cpu_model()
     data = {"title": f"LM head: fused linear cross entropy vs its own GEMMs, N = {TOKENS} tokens, default budget",
             "measured": {"machine": f"{cpu}, {threads} threads, ISA {tg.active_isa()}",
@@ -221,16 +216,6 @@ def write_table(name, rows, args, threads):
             "notes": f"{args.clock} clock, median of {args.reps} interleaved rounds."}
     (DATA / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
 
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def main():

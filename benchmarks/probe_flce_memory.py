@@ -28,19 +28,13 @@ from tilegrad._fused_linear_cross_entropy import fused_linear_cross_entropy_plan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import parse_args, record  # noqa: E402
+from bench_fused_linear_cross_entropy import _status_kb, make  # noqa: E402
 
 DTYPES = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 OPERATORS = ("fused_linear_cross_entropy", "fused_linear_online_max_sum", "fused_linear_cross_entropy_loss_grad",
              "torch.linear_cross_entropy")
 MIB = 1 << 20
 
-
-def make(n, h, v, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal((n, h)) * 0.5).astype(np.float32).astype(dtype)
-    w = (rng.standard_normal((v, h)) * 0.02).astype(np.float32).astype(dtype)
-    t = rng.integers(0, v, n).astype(np.int64)
-    return x, w, t
 
 
 def call(op, x, w, t):
@@ -83,13 +77,6 @@ def workspace(op, n, h, v, dtype):
         return _core._flce_forward_tiling(n, h, v, es, budget=budget, threads=tg.get_num_threads())["workspace_bytes"]
     return _core._flce_grad_tiling(n, h, v, es, True, budget=budget, threads=tg.get_num_threads())["workspace_bytes"]
 
-
-def _status_kb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def probe(op, n, h, v, dtype_name):
