@@ -217,6 +217,58 @@ struct F32Buffers {
   std::vector<float> a, b, c;
 };
 
+// oneDNN's brgemm matmul takes C only when it is dense (leading dimension == its extent): a column
+// block of a wider C (ld > cols) makes it fall back to gemm:jit, which is slower and packs its
+// operands in buffers it mallocs on every call, outside our workspace accounting (glibc then keeps
+// them resident: ~45 MB after one bf16 forward at 1024 x 2048 x 32000). Such blocks run into a dense
+// per-thread buffer instead, in row slices of at most kDenseSliceBytes (the constant each thread
+// holds; a slice's oneDNN call re-packs its B panel, 1/rows of its work).
+constexpr int64_t kDenseSliceBytes = int64_t(4) << 20;
+
+bool dense(const GemmMatrix& c) {
+  int64_t rs, cs;
+  normalized_strides(c, &rs, &cs);
+  return (cs == 1 && rs == std::max<int64_t>(c.cols, 1)) || (rs == 1 && cs == std::max<int64_t>(c.rows, 1));
+}
+
+// dst = src, element by element (same shape and dtype, any strides).
+void copy_matrix(const GemmMatrix& src, const GemmMatrix& dst) {
+  const int64_t es = dtype_size(src.dtype);
+  const char* s = static_cast<const char*>(src.data);
+  char* d = static_cast<char*>(dst.data);
+  for (int64_t r = 0; r < src.rows; ++r) {
+    if (src.col_stride == 1 && dst.col_stride == 1) {
+      std::memcpy(d + r * dst.row_stride * es, s + r * src.row_stride * es, src.cols * es);
+      continue;
+    }
+    for (int64_t j = 0; j < src.cols; ++j)
+      std::memcpy(d + (r * dst.row_stride + j * dst.col_stride) * es, s + (r * src.row_stride + j * src.col_stride) * es,
+                  es);
+  }
+}
+
+ScratchBuffer& thread_dense_c() {
+  thread_local ScratchBuffer buffer;
+  return buffer;
+}
+
+// One block of gemm(): a single-threaded oneDNN call on C itself when it is dense, else on dense row
+// slices (sizes from the block's shape only, so the bits still never depend on the thread count).
+void gemm_block(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool accumulate) {
+  if (dense(c) || !native_matmul(a.dtype)) return gemm_plain(a, b, c, accumulate, 1);
+  const int64_t es = dtype_size(c.dtype);
+  const int64_t slice = std::max<int64_t>(1, std::min(c.rows, kDenseSliceBytes / std::max<int64_t>(1, c.cols * es)));
+  void* tmp = thread_dense_c().get(size_t(slice * c.cols * es));
+  for (int64_t r0 = 0; r0 < c.rows; r0 += slice) {
+    const int64_t rn = std::min(slice, c.rows - r0);
+    const GemmMatrix part = c.row_block(r0, rn);
+    const GemmMatrix tile = GemmMatrix::rowmajor(tmp, c.dtype, rn, c.cols, c.cols);
+    if (accumulate) copy_matrix(part, tile);
+    gemm_plain(a.row_block(r0, rn), b, tile, accumulate, 1);
+    copy_matrix(tile, part);
+  }
+}
+
 }  // namespace
 
 void trim_scratch(int threads) {
@@ -327,7 +379,7 @@ void gemm(const GemmMatrix& a, const GemmMatrix& b, const GemmMatrix& c, bool ac
     const int64_t rn = std::min(g.block_rows, c.rows - r0), cn = std::min(g.block_cols, c.cols - c0);
     // Each block is one single-threaded oneDNN call with its whole K loop: its result depends on the
     // block's shape only, never on the thread count.
-    gemm_plain(a.row_block(r0, rn), b.col_block(c0, cn), c.row_block(r0, rn).col_block(c0, cn), accumulate, 1);
+    gemm_block(a.row_block(r0, rn), b.col_block(c0, cn), c.row_block(r0, rn).col_block(c0, cn), accumulate);
   };
   if (count == 1 || threads <= 1 || in_parallel_region()) {
     for (int64_t i = 0; i < count; ++i) block(i);

@@ -7,8 +7,11 @@
 // the K loop across threads and add the partial sums in a thread-dependent order). gemm() therefore
 // splits C itself into blocks that depend on (M, N, K) only and runs each block as one
 // single-threaded oneDNN call with its whole K loop, the blocks spread over our threads: the result
-// is bit-identical for every thread count. gemm_plain() is oneDNN's own multi-threaded call (the
-// benchmarks' ceiling); it must not be used by operators.
+// is bit-identical for every thread count. A block whose C is a column block of a wider C (leading
+// dimension > its columns) runs into a dense per-thread buffer (row slices of at most 4 MiB): oneDNN's
+// brgemm matmul declines such a C and its gemm:jit fallback mallocs packing buffers on every call.
+// gemm_plain() is oneDNN's own multi-threaded call (the benchmarks' ceiling); it must not be used by
+// operators.
 #pragma once
 
 #include <cstdint>

@@ -142,12 +142,13 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
       py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("dtype_size"), py::arg("budget") = 0,
       py::arg("gemmable") = true, py::arg("threads") = 2, py::arg("isa") = "avx512");
 
-  // Benchmark hook: out = a @ b, oneDNN's own multi-threaded call (blocked=False: the plain-matmul
-  // ceiling) or the thread-count deterministic blocked GEMM the operators use (blocked=True);
-  // returns oneDNN's implementation name.
+  // Benchmark hook: out = a @ b (accumulate: out += a @ b), oneDNN's own multi-threaded call
+  // (blocked=False: the plain-matmul ceiling) or the thread-count deterministic blocked GEMM the
+  // operators use (blocked=True); returns oneDNN's implementation name.
   m.def(
       "_onednn_matmul",
-      [](const py::object& a, const py::object& b, const py::object& out, int threads, bool blocked) {
+      [](const py::object& a, const py::object& b, const py::object& out, int threads, bool blocked,
+         bool accumulate) {
         const TensorView va = py_support::view_of(a, "a"), vb = py_support::view_of(b, "b");
         const TensorView vc = py_support::view_of(out, "out", true);
         if (va.rank() != 2 || vb.rank() != 2 || vc.rank() != 2) throw py::value_error("2-D arrays expected");
@@ -157,13 +158,14 @@ void bind_fused_linear_cross_entropy(py::module_& m) {
         std::string impl;
         {
           py::gil_scoped_release release;
-          if (blocked) core::gemm(mat(va), mat(vb), mat(vc), false, threads);
-          else core::gemm_plain(mat(va), mat(vb), mat(vc), false, threads);
-          impl = core::gemm_implementation(mat(va), mat(vb), mat(vc), false, threads);
+          if (blocked) core::gemm(mat(va), mat(vb), mat(vc), accumulate, threads);
+          else core::gemm_plain(mat(va), mat(vb), mat(vc), accumulate, threads);
+          impl = core::gemm_implementation(mat(va), mat(vb), mat(vc), accumulate, threads);
         }
         return impl;
       },
-      py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"), py::arg("blocked") = false);
+      py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"), py::arg("blocked") = false,
+      py::arg("accumulate") = false);
 
   m.def(
       "_flce_forward_tiling",

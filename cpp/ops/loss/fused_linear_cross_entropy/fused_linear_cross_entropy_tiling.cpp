@@ -248,7 +248,9 @@ void FlceFusedTiling::describe(core::FieldVisitor& f) const {
             {"chunk_rows", chunk_rows}, {"num_chunks", num_chunks}, {"logits_bytes", logits_bytes},
             {"g_bytes", g_bytes}, {"acc_weight_bytes", acc_weight_bytes}, {"workspace_bytes", workspace_bytes}});
   if (plan == FlcePlan::kVocabOuter)
-    f.fields({{"bt_chunk", grad.bt_chunk}, {"v_chunk", grad.v_chunk}, {"v_outer", grad.v_outer}});
+    f.fields({{"bt_chunk", grad.bt_chunk}, {"v_chunk", grad.v_chunk}, {"v_outer", grad.v_outer},
+              {"grad_input_direct", grad.grad_input_direct}, {"grad_weight_direct", grad.grad_weight_direct},
+              {"fwd_bt_chunk", fwd.bt_chunk}, {"fwd_v_chunk", fwd.v_chunk}});
 }
 
 }  // namespace tilegrad::ops
