@@ -38,6 +38,7 @@ _require_torch(torch.__version__)
 
 from . import nn
 from ._attention import scaled_dot_product_attention
+from ._layer_norm import layer_norm
 from ._linear import linear
 from . import optim  # tilegrad.torch.optim.AdamW
 from ._rms_norm import rms_norm
@@ -55,6 +56,7 @@ __all__ = [
     "embedding",
     "empty_cache",
     "enable",
+    "layer_norm",
     "linear",
     "linear_cross_entropy",
     "nn",

@@ -33,7 +33,7 @@ from ._tensor import unsupported_reason
 TORCH_FUNCTIONS = {
     name: getattr(F, name)
     for name in ("silu", "cross_entropy", "embedding", "binary_cross_entropy_with_logits", "linear_cross_entropy",
-                 "rms_norm")
+                 "rms_norm", "layer_norm")
     if hasattr(F, name)
 }
 
@@ -82,6 +82,9 @@ CROSSOVER = {
     "binary_cross_entropy_with_logits": {_F32: 1 << 14, _F16: 1 << 14, _BF16: 1 << 14},
     # benchmarks/bench_decoder.py --crossover (1 thread, process CPU time): input elements.
     "rms_norm": {_F16: 8192, _BF16: 8192},
+    # Not measured yet: RMSNorm's sizes (the same row structure), until benchmarks/bench_layer_norm.py
+    # --crossover measures LayerNorm's own.
+    "layer_norm": {_F16: 8192, _BF16: 8192},
     "silu_mul": {_F32: 65536, _F16: 131072, _BF16: 131072},
     "swiglu": {_F32: 65536, _F16: 131072, _BF16: 131072},  # silu_mul's kernels on one tensor: its sizes
     "rope": {_F16: 16384, _BF16: 16384},
