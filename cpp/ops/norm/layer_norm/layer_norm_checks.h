@@ -10,24 +10,16 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/norm/rms_norm/rms_norm_checks.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops::ln {
 
-constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+using rms::kFloatTypes;
 
-inline std::vector<int64_t> drop_ones(const std::vector<int64_t>& s) {
-  std::vector<int64_t> r;
-  for (int64_t d : s)
-    if (d != 1) r.push_back(d);
-  return r;
-}
-
-inline int64_t product(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+// The shape helpers of the RMSNorm family, whose row view (rms_norm_rows.h) LayerNorm shares too.
+using rms::drop_ones;
+using rms::product;
 
 // x: rank 1..8 of a float dtype; normalized_shape: 1..rank(x) dims equal to x's trailing ones.
 // Returns k = len(normalized_shape).
