@@ -35,6 +35,22 @@ lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
 lib.aclDestroyAclOpExecutor.argtypes = [ctypes.c_void_p]
 
 
+lib.aclCreateIntArray.restype = ctypes.c_void_p
+lib.aclCreateIntArray.argtypes = [c_int64_p, ctypes.c_uint64]
+lib.aclCreateBoolArray.restype = ctypes.c_void_p
+lib.aclCreateBoolArray.argtypes = [ctypes.POINTER(ctypes.c_bool), ctypes.c_uint64]
+
+
+def int_array(values: Sequence[int]) -> ctypes.c_void_p:
+    """An aclIntArray holding `values` (a copy; never destroyed: a few bytes per test call)."""
+    return ctypes.c_void_p(lib.aclCreateIntArray(_int64_array(values), len(values)))
+
+
+def bool_array(values: Sequence[bool]) -> ctypes.c_void_p:
+    """An aclBoolArray holding `values` (a copy; never destroyed: a few bytes per test call)."""
+    return ctypes.c_void_p(lib.aclCreateBoolArray((ctypes.c_bool * max(len(values), 1))(*values), len(values)))
+
+
 def last_error() -> str:
     return lib.aclGetRecentErrMsg().decode()
 

@@ -27,7 +27,15 @@ _NUMBER = r"-?[0-9.]+(?:e-?[0-9]+)?"
 SAMPLE = re.compile(rf"^(T|f32|f16|bf16|i64|i32|u8)\[([0-9,]*)\](?:~({_NUMBER}):({_NUMBER})|=({_NUMBER}))?$")
 # The C ABI's scalar parameters: registry key -> ctypes type.
 C_SCALARS = {"i64": ctypes.c_int64, "u64": ctypes.c_uint64, "f64": ctypes.c_double, "f32": ctypes.c_float,
-             "bool": ctypes.c_bool, "str": lambda s: ctypes.c_char_p(s.encode()), "none": lambda _name: None}
+             "bool": ctypes.c_bool, "str": lambda s: ctypes.c_char_p(s.encode()), "none": lambda _name: None,
+             "i64[]": lambda v: _acl_ctypes().int_array(v), "bool[]": lambda v: _acl_ctypes().bool_array(v)}
+
+
+def _acl_ctypes():
+    """tests/acl_ctypes.py, imported when an aclIntArray / aclBoolArray is first made (it loads the library)."""
+    import acl_ctypes
+
+    return acl_ctypes
 
 
 def operator(name: str) -> dict:

@@ -22,6 +22,7 @@ from reference.cross_entropy import cross_entropy_loss_grad as ref_grad
 from reference.embedding import assert_embedding_close as emb_check
 from reference.fused_linear_cross_entropy import f64, linear_cross_entropy, loss_grad, online_max_sum
 from reference import add_rms_norm as add_rms_ref
+from reference import layer_norm as ln_ref
 from reference import rms_norm as rms_ref
 from reference import gelu as gelu_ref
 from reference import swi_glu as swiglu_ref
@@ -463,6 +464,61 @@ def test_rms_norm_and_grad(data, lead, norm, nthreads):
         assert (np.abs(dgamma - dgr) <= rms_ref.DGAMMA_REL * dgs + 1e-30).all()
     assert_guard_intact(dx, dxbuf)
     assert_guard_intact(dgamma, dgbuf)
+
+
+# ---- layer_norm / layer_norm_backward -----------------------------------------------------------
+
+@given(data=st.data(), lead=shapes(max_dims=3, max_size=24), norm=shapes(min_dims=1, max_dims=2, max_side=9),
+       nthreads=thread_counts)
+def test_layer_norm_and_backward(data, lead, norm, nthreads):
+    """Over the trailing dims `norm`, weight and bias each present or absent; every layout of the
+    inputs and the outputs; every outputMask."""
+    assume(0 not in norm)
+    tg.set_num_threads(nthreads)
+    shape, ns = list(lead) + list(norm), list(norm)
+    dtype = data.draw(st.sampled_from(FLOATS))
+    pdtype = data.draw(st.sampled_from([dtype, F32]))
+    x = make_input(data, shape, dtype, data.draw(layout(shape)))
+    w = make_input(data, norm, pdtype, data.draw(layout(norm)), 0.5, 2) if data.draw(st.booleans()) else None
+    b = make_input(data, norm, pdtype, data.draw(layout(norm))) if data.draw(st.booleans()) else None
+    y, ybuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    stats_shape = list(lead) + [1] * len(norm)
+    mean, mbuf = guarded(stats_shape, F32, data.draw(layout(stats_shape, allow_zero_stride=False)))
+    rstd, rbuf = guarded(stats_shape, F32, data.draw(layout(stats_shape, allow_zero_stride=False)))
+    eps = data.draw(st.sampled_from([1e-6, 1e-5, 0.1]))
+    given_inputs = [t for t in (x, w, b) if t is not None]
+    before = snapshot(given_inputs)
+    result, err = run_documented(lambda: tg.layer_norm(x, ns, w, b, eps, out=y, mean_out=mean, rstd_out=rstd))
+    assert_unchanged(before, given_inputs)
+    assert err is None, err
+    assert result[0] is y and result[1] is mean and result[2] is rstd
+    yr, mr, rr, ys, ms = ln_ref.layer_norm_ref(x, ns, w, b, eps)
+    ln_ref.assert_close(y, yr, ys, ln_ref.OUT_ULPS, "out")
+    ln_ref.assert_close(mean, mr, ms, ln_ref.STAT_ULPS, "mean")
+    ln_ref.assert_close(rstd, rr, rr, ln_ref.STAT_ULPS, "rstd")
+    for t, buf in ((y, ybuf), (mean, mbuf), (rstd, rbuf)):
+        assert_guard_intact(t, buf)
+
+    mask = data.draw(st.tuples(st.booleans(), st.booleans(), st.booleans()))
+    dy = make_input(data, shape, dtype, data.draw(layout(shape)))
+    dx, dxbuf = guarded(shape, dtype, data.draw(layout(shape, allow_zero_stride=False)))
+    dw, dwbuf = guarded(norm, F32, data.draw(layout(norm, allow_zero_stride=False)))
+    db, dbbuf = guarded(norm, F32, data.draw(layout(norm, allow_zero_stride=False)))
+    read = [dy, x, mean, rstd] + [t for t in (w, b) if t is not None]
+    before = snapshot(read)
+    result, err = run_documented(lambda: tg.layer_norm_backward(dy, x, ns, mean, rstd, w, b, output_mask=mask,
+                                                                dx_out=dx, dweight_out=dw, dbias_out=db))
+    assert_unchanged(before, read)
+    assert err is None, err
+    dxr, dwr, dbr, dxs, dws, dbs = ln_ref.layer_norm_backward_ref(dy, x, ns, mean, rstd, w)
+    if mask[0]:
+        ln_ref.assert_close(dx, dxr, dxs, ln_ref.DX_ULPS, "dx")
+        assert_guard_intact(dx, dxbuf)
+    for on, got, want, scale, buf in ((mask[1], dw, dwr, dws, dwbuf), (mask[2], db, dbr, dbs, dbbuf)):
+        if on:
+            assert (np.abs(got - want) <= ln_ref.PARAM_REL * scale + 1e-30).all()
+            assert_guard_intact(got, buf)
+    assert [r is None for r in result] == [not m for m in mask]
 
 
 # ---- add_rms_norm / add_rms_norm_backward -------------------------------------------------------

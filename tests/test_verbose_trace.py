@@ -271,6 +271,28 @@ def test_rms_norm_lines():
     """)
 
 
+def test_layer_norm_lines():
+    run_and_check("""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 5, 48)).astype(np.float32)
+    w = rng.standard_normal(48).astype(np.float32)
+    b = rng.standard_normal(48).astype(np.float32)
+    y, mean, rstd = tg.layer_norm(x, [48], w, b)
+    expect("aclnnLayerNorm", {"input": x, "weightOptional": w, "biasOptional": b, "out": y,
+                              "meanOutOptional": mean, "rstdOutOptional": rstd},
+           _core._layer_norm_tiling(30, 48, 4, False, True, 2, **CACHES))
+    dx, dw, db = tg.layer_norm_backward(x, x, [48], mean, rstd, w, b)
+    expect("aclnnLayerNormBackward", {"gradOut": x, "input": x, "mean": mean, "rstd": rstd, "weightOptional": w,
+                                      "biasOptional": b, "gradInputOut": dx, "gradWeightOut": dw,
+                                      "gradBiasOut": db},
+           _core._layer_norm_backward_tiling(30, 48, 4, False, True, 2, **CACHES))
+    xb = x.astype(BF16)[:, :, ::2]  # a strided view, no weight or bias: packed rows
+    y, mean, rstd = tg.layer_norm(xb, [24])
+    expect("aclnnLayerNorm", {"input": xb, "out": y, "meanOutOptional": mean, "rstdOutOptional": rstd},
+           _core._layer_norm_tiling(30, 24, 2, True, True, 2, **CACHES))
+    """)
+
+
 def test_add_rms_norm_lines():
     run_and_check("""
     rng = np.random.default_rng(0)

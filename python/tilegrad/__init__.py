@@ -35,6 +35,7 @@ from ._add_rms_norm import add_rms_norm, add_rms_norm_backward
 from ._cross_entropy import cross_entropy_loss, cross_entropy_loss_grad
 from ._ge_glu import ge_glu, ge_glu_backward, gelu_mul, gelu_mul_backward
 from ._gelu import gelu, gelu_backward
+from ._layer_norm import layer_norm, layer_norm_backward
 from ._rms_norm import rms_norm, rms_norm_grad
 from ._rotary_position_embedding import rotary_position_embedding, rotary_position_embedding_grad
 from ._linear import linear, linear_backward
@@ -78,6 +79,8 @@ __all__ = [
     "get_include",
     "get_library",
     "get_num_threads",
+    "layer_norm",
+    "layer_norm_backward",
     "linear",
     "linear_backward",
     "max_isa",

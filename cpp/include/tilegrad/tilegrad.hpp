@@ -7,6 +7,7 @@
 #include "tilegrad/embedding_dense_backward.hpp"
 #include "tilegrad/flash_attention_score.hpp"
 #include "tilegrad/fused_linear_cross_entropy.hpp"
+#include "tilegrad/layer_norm.hpp"
 #include "tilegrad/linear.hpp"
 #include "tilegrad/cross_entropy.hpp"
 #include "tilegrad/ge_glu.hpp"

@@ -39,6 +39,7 @@ _require_torch(torch.__version__)
 from . import nn
 from ._attention import scaled_dot_product_attention
 from ._gelu import geglu, gelu, gelu_mul
+from ._layer_norm import layer_norm
 from ._linear import linear
 from . import optim  # tilegrad.torch.optim.AdamW
 from . import checkpoint  # tilegrad.torch.checkpoint.save / load
@@ -61,6 +62,7 @@ __all__ = [
     "geglu",
     "gelu",
     "gelu_mul",
+    "layer_norm",
     "linear",
     "linear_cross_entropy",
     "nn",

@@ -14,11 +14,13 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from ._gelu import gelu
+from ._layer_norm import layer_norm
 from ._linear import linear
 from . import functional as TF
 from ._rms_norm import rms_norm
 
-__all__ = ["SiLU", "GELU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm", "Linear"]
+__all__ = ["SiLU", "GELU", "CrossEntropyLoss", "Embedding", "BCEWithLogitsLoss", "LinearCrossEntropyLoss", "RMSNorm", "LayerNorm",
+           "Linear"]
 
 
 class SiLU(torch.nn.SiLU):
@@ -144,6 +146,20 @@ class RMSNorm(torch.nn.RMSNorm):
     @torch.jit.unused
     def _tilegrad(self, input: Tensor) -> Tensor:
         return rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """``torch.nn.LayerNorm`` (same constructor, parameters and state_dict) on tilegrad's LayerNorm
+    forward and backward (:func:`tilegrad.torch.layer_norm`)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return self._tilegrad(input)
+
+    @torch.jit.unused
+    def _tilegrad(self, input: Tensor) -> Tensor:
+        return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class Linear(torch.nn.Linear):

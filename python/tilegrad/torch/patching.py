@@ -260,7 +260,8 @@ def _unrecord(change: _ClassSwap) -> None:
 
 
 def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_entropy_with_logits: bool,
-                linear_cross_entropy: bool, rms_norm: bool, linear: bool) -> Dict[type, Tuple[type, Dict[str, Any]]]:
+                linear_cross_entropy: bool, rms_norm: bool, linear: bool,
+                layer_norm: bool = False) -> Dict[type, Tuple[type, Dict[str, Any]]]:
     """exact torch class -> (tilegrad class, attributes the tilegrad class needs and the old one lacks)."""
     rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
     if silu:
@@ -281,6 +282,8 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
         rules[torch.nn.RMSNorm] = (tnn.RMSNorm, {})
     if linear:
         rules[torch.nn.Linear] = (tnn.Linear, {})
+    if layer_norm:  # GPT-2's and GPT-NeoX's norms are plain torch.nn.LayerNorm modules
+        rules[torch.nn.LayerNorm] = (tnn.LayerNorm, {})
     return rules
 
 
@@ -833,7 +836,7 @@ def _apply_all(changes: List[_ClassSwap]) -> None:
 def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
           binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
           rms_norm: bool = True, swiglu: bool = True, rope: bool = True, attention: bool = True,
-          linear: bool = True,
+          linear: bool = True, layer_norm: bool = True,
           strict: bool = False) -> PatchSummary:
     """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
 
@@ -859,6 +862,8 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             ``skipped`` and warned about (``strict`` does not refuse it: the loss is still fused).
         linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
             ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
+        layer_norm: ``torch.nn.LayerNorm`` (GPT-2's and GPT-NeoX's norms among them) ->
+            ``tilegrad.torch.nn.LayerNorm`` (same Parameters).
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
             loss unfused, instead of warning.
 
@@ -872,11 +877,12 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
     for name, value in (("silu", silu), ("embedding", embedding), ("cross_entropy", cross_entropy),
                         ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
                         ("linear_cross_entropy", linear_cross_entropy), ("rms_norm", rms_norm), ("swiglu", swiglu),
-                        ("rope", rope), ("attention", attention), ("linear", linear), ("strict", strict)):
+                        ("rope", rope), ("attention", attention), ("linear", linear), ("layer_norm", layer_norm),
+                        ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
     rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy,
-                        rms_norm, linear)
+                        rms_norm, linear, layer_norm)
     rules.update(_decoder_block_rules(rms_norm, swiglu, rope, embedding))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
     unmapped_attention: List[Skipped] = []
