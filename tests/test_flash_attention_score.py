@@ -336,7 +336,7 @@ def test_gqa_group_equals_each_head_alone(n1, n2):
         kn, vn = k[:, n // g:n // g + 1], v[:, n // g:n // g + 1]
         o1, m1, s1 = tg.flash_attention_score(qn, kn, vn, 1, "BNSD", **args)
         np.testing.assert_allclose(out[:, n:n + 1], o1, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(smax[:, n:n + 1], m1, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(smax[:, n:n + 1], m1, rtol=1e-5, atol=1e-6)
         grads = tg.flash_attention_score_grad(qn, kn, vn, dyn, 1, "BNSD", softmax_max=m1, softmax_sum=s1,
                                               attention_out=o1, **args)
         np.testing.assert_allclose(dq[:, n:n + 1], grads[0], rtol=1e-4, atol=1e-5)
