@@ -4,8 +4,10 @@
 // (operands fp32 or bf16, fp32 accumulation and results).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
+#include "core/parallel.h"
 #include "ops/attention/flash_attention_score/fa_problem.h"
 #include "ops/attention/flash_attention_score/flash_attention_score_kernel.h"
 
@@ -79,6 +81,20 @@ void gemm_ab_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ld
                  int64_t n, int64_t k);
 void gemm_atb_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
                   int64_t n, int64_t k);
+
+// Runs task(index, scratch) for index in [0, tasks) on `threads` threads, thread `slot` with its own
+// scratch area (scratch + slot * scratch_bytes). A thread takes the next index as it finishes a task,
+// so uneven tasks (a causal mask's) even out; `descending` hands out the highest index first (the
+// forward's later query blocks see more kv blocks: heaviest first). Each task writes only its own
+// outputs, in an order fixed inside it, so which thread runs it never changes a bit.
+template <class Task>
+void run_tasks(int64_t tasks, int threads, char* scratch, int64_t scratch_bytes, bool descending, Task&& task) {
+  std::atomic<int64_t> next{0};
+  core::parallel_for(threads, threads, [&](int64_t slot) {
+    char* mine = scratch + slot * scratch_bytes;
+    for (int64_t i = next.fetch_add(1); i < tasks; i = next.fetch_add(1)) task(descending ? tasks - 1 - i : i, mine);
+  });
+}
 
 // The kv block grid [c0, c0 + width) blocks that positions [i0, i0 + positions) can see: first c0
 // and the end.

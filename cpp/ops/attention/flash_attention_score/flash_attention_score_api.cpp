@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/gemm.h"
-#include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/attention/flash_attention_score/fa_blocks.h"
 #include "ops/attention/flash_attention_score/fa_c_abi.h"
@@ -99,10 +98,8 @@ class FlashAttentionLaunch final : public core::Launch {
     fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, g.group, p_.scale, qp_, kernels_, t.threads);
     fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1, 1.0f, kp_, kernels_, t.threads);
     fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1, 1.0f, vp_, kernels_, t.threads);
-    core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
-      char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
-      for (int64_t task = slot; task < t.tasks; task += t.threads) run_task(task, scratch);
-    });
+    fa::run_tasks(t.tasks, t.threads, ws + t.scratch_offset, t.scratch_bytes_per_thread, true,
+                  [&](int64_t task, char* scratch) { run_task(task, scratch); });
   }
 
  private:

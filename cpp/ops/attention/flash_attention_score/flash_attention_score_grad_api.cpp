@@ -128,14 +128,12 @@ class FlashAttentionGradLaunch final : public core::Launch {
     fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1, 1.0f, vp_, kernels_, t.threads);
     fa::pack_operand(op_, dy_, g.batch, g.heads, g.q_len, g.value_dim, g.group, 1.0f, dyp_, kernels_, t.threads);
     core::parallel_for(rows, t.threads, [&](int64_t row) { row_stats(row); });
-    const auto spread = [&](int64_t tasks, auto&& task_fn) {
-      core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
-        char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
-        for (int64_t task = slot; task < tasks; task += t.threads) task_fn(task, scratch);
-      });
-    };
-    spread(t.tasks, [&](int64_t task, char* scratch) { dq_task(task, scratch); });
-    spread(t.grad_kv_tasks, [&](int64_t task, char* scratch) { dkv_task(task, scratch); });
+    // Pass A's later query blocks and pass B's earlier kv blocks see the most of a causal mask: first.
+    char* scratch = ws + t.scratch_offset;
+    fa::run_tasks(t.tasks, t.threads, scratch, t.scratch_bytes_per_thread, true,
+                  [&](int64_t task, char* mine) { dq_task(task, mine); });
+    fa::run_tasks(t.grad_kv_tasks, t.threads, scratch, t.scratch_bytes_per_thread, false,
+                  [&](int64_t task, char* mine) { dkv_task(task, mine); });
   }
 
  private:

@@ -6,8 +6,9 @@
 // columns its positions can see (a fixed grid, so a row's result never depends on the thread count)
 // with an online softmax. Grad: pass A, one task per (batch, kv head, query block) accumulating dQ;
 // pass B, one task per (batch, kv head, kv block) accumulating dK and dV over the query blocks in
-// order, each block's G x grad_block_q rows summed inside one GEMM. Threads take tasks t, t + T,
-// t + 2T... (interleaved, so causal work spreads evenly); each task's sums run in one fixed order.
+// order, each block's G x grad_block_q rows summed inside one GEMM. A thread takes the next task as
+// it finishes one (fa::run_tasks, heaviest first under a causal mask, so uneven tasks even out); each
+// task's sums run in one fixed order, so the thread that runs it changes nothing.
 //
 // Workspace: q/k/v (and dy for the grad) packed [B, N, S, D] (q and dy stacked by group): widened to
 // fp32 (q pre-multiplied by scale, so S = (scale q) k^T comes out of the GEMM scaled), or for bf16
