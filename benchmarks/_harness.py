@@ -102,6 +102,13 @@ def print_table(rows: List[dict], title: str = "") -> str:
     return text
 
 
+def gemm_ceiling(torch, dtype, n: int = 2048, reps: int = 5) -> float:
+    """FLOP/s of torch's square n x n GEMM (oneDNN / MKL) in ``dtype`` on this machine now: the ceiling a
+    GEMM-bound step can reach (measure it in the same run as what it is compared with)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    return 2 * n ** 3 / time_min(lambda: torch.mm(a, b), reps=reps)
+
+
 def rel_error(approx: np.ndarray, exact: np.ndarray) -> float:
     """max |approx - exact| / max |exact| in float64."""
     a = np.asarray(approx, dtype=np.float64)

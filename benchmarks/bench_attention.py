@@ -1,6 +1,7 @@
 """Flash attention forward + backward: tilegrad vs PyTorch's F.scaled_dot_product_attention.
 
     python benchmarks/bench_attention.py [--quick] [--reps N] [--threads N] [--no-compile] [--json PATH]
+    python scripts/bench_tables.py from-run PATH attention   # the docs table (docs/benchmarks/attention.md)
 
 Causal attention, BNSD, GQA: B=2, 9/3 heads, S=512, D=64 (SmolLM2-135M) and B=1, 16/8 heads, S=1024,
 D=128, in fp32 and bf16. torch runs SDPA (is_causal=True, enable_gqa=True) forward, then backward
@@ -10,7 +11,8 @@ tilegrad.torch.scaled_dot_product_attention forward + backward through autograd 
 model takes); "torch compiled" is torch's SDPA step under torch.compile (skipped with --no-compile
 or where compiling fails: the table says so). GFLOP/s counts the
 causal half of the 2 (fwd) + 5 (bwd) GEMMs: 7 * 2 * B * N1 * S^2 * D / 2 (the same work for both;
-tilegrad's grad recomputes two of them, not counted). --quick shrinks S to 128 as a smoke test.
+tilegrad's grad recomputes two of them, not counted); "of ceiling" divides it by a 2048^3 torch.mm
+of the dtype measured in the same run. --quick shrinks S to 128 as a smoke test.
 """
 
 import argparse
@@ -21,7 +23,8 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import add_run_options, compare, parse_args, print_table, rel_error, set_threads  # noqa: E402
+from _harness import (add_run_options, compare, gemm_ceiling, parse_args, print_table, rel_error,  # noqa: E402
+                      set_threads)
 
 import tilegrad as tg  # noqa: E402
 
@@ -61,7 +64,7 @@ def compiled_sdpa(torch):
     return compiled
 
 
-def run_case(torch, b, n1, n2, s, d, dtype, reps, compiled):
+def run_case(torch, b, n1, n2, s, d, dtype, reps, compiled, ceiling):
     F = torch.nn.functional
     tdt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     g = torch.Generator().manual_seed(0)
@@ -97,6 +100,7 @@ def run_case(torch, b, n1, n2, s, d, dtype, reps, compiled):
                   params={"batch": b, "heads": n1, "kv_heads": n2, "seq": s, "head_dim": d, "dtype": dtype})
     flops = 7 * 2 * b * n1 * s * s * d / 2
     row["extra"] = {name + " GFLOP/s": f"{flops / row['times'][name] / 1e9:.1f}" for name in contenders}
+    row["extra"][TGT + " of ceiling"] = f"{flops / row['times'][TGT] / ceiling:.0%} of {ceiling / 1e9:.0f}"
     if compiled is None:
         row["times"][COMPILED] = float("nan")  # a column in every row: "not measured"
         row["extra"][COMPILED + " GFLOP/s"] = "n/a"
@@ -120,7 +124,10 @@ def main():
     print(f"# attention fwd+bwd: tilegrad {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__}, "
           f"{threads} threads, min of {reps}")
     compiled = None if args.no_compile else compiled_sdpa(torch)
-    rows = [run_case(torch, *case, dtype, reps, compiled) for case in cases for dtype in ("fp32", "bf16")]
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    ceilings = {name: gemm_ceiling(torch, dt, n=512 if args.quick else 2048, reps=reps) for name, dt in dtypes.items()}
+    print("# GEMM ceiling (torch.mm, GFLOP/s): " + ", ".join(f"{n} {c / 1e9:.0f}" for n, c in ceilings.items()))
+    rows = [run_case(torch, *case, dtype, reps, compiled, ceilings[dtype]) for case in cases for dtype in dtypes]
     print_table(rows, "flash attention forward + backward (causal)")
 
 

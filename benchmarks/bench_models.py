@@ -144,12 +144,6 @@ def gemm_flops(spec: dict, batch: int, seq: int, lora: bool) -> float:
     return tokens * (per_weight * layers * block + 6 * h * vocab) + layers * attention
 
 
-def gemm_ceiling(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
-    """FLOP/s of torch's square GEMM (oneDNN / MKL) on this machine now: the ceiling a step can reach."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    return 2 * n ** 3 / _harness.time_min(lambda: torch.mm(a, b), reps=reps)
-
-
 def interleaved(paths: List[Path], batches: List[torch.Tensor], warmup: int) -> Dict[str, dict]:
     """Every path trains on the same batches, one step each per round; times of the rounds after
     ``warmup`` and every loss."""
@@ -222,7 +216,8 @@ def speed_table(args, names: List[str]) -> None:
     spec = MODELS[args.model]
     flops = gemm_flops(spec, args.batch, args.seq, args.lora)
     base = build_model(args.model)
-    ceilings = {"fp32": gemm_ceiling(torch.float32), "bf16": gemm_ceiling(torch.bfloat16)}
+    ceilings = {name: _harness.gemm_ceiling(torch, dtype) for name, dtype in (("fp32", torch.float32),
+                                                                              ("bf16", torch.bfloat16))}
     batches = random_batches(spec["vocab_size"], args.batch, args.seq, args.warmup + args.steps)
     print(f"\n# {args.model}{' + LoRA r=16' if args.lora else ''}, {args.batch} x {args.seq} tokens per step, "
           f"{_harness.set_threads(args, torch)} threads, {args.steps} timed steps after {args.warmup}, "

@@ -8,7 +8,8 @@ measured with, so a table never appears without the conditions that make it read
 A data file: {"title", "measured": {"machine", "versions", "load", "command"}, "columns": [...],
 "rows": [[...], ...], "notes" (optional)}. ``from-run`` builds one from the JSON lines that
 ``benchmarks/*.py --json RUN.jsonl`` appends (one line per case: times in seconds, ratios to the
-baseline, tilegrad and torch versions, CPU, commit), writing milliseconds and ratios per contender.
+baseline, tilegrad and torch versions, CPU, commit), writing milliseconds and ratios per contender,
+then the run's extra columns (GFLOP/s, errors ...) as they were printed.
 """
 
 import json
@@ -52,13 +53,14 @@ def from_run(run_lines: list, title: str, command: str, load: str) -> dict:
         raise ValueError("bench_tables: the run has no JSON lines; run the benchmark with --json PATH first")
     contenders = list(dict.fromkeys(name for line in run_lines for name in line["times_s"]))
     baseline = run_lines[0]["baseline"]
+    extras = list(dict.fromkeys(key for line in run_lines for key in line.get("extra", {})))
     columns = ["case"] + [f"{name} ms" for name in contenders] + \
-              [f"{name} vs {baseline}" for name in contenders if name != baseline]
+              [f"{name} vs {baseline}" for name in contenders if name != baseline] + extras
     rows = []
     for line in run_lines:
         times = [_ms(line["times_s"].get(name)) for name in contenders]
         ratios = [_ratio(line["ratios"].get(name)) for name in contenders if name != baseline]
-        rows.append([line["case"], *times, *ratios])
+        rows.append([line["case"], *times, *ratios, *(str(line.get("extra", {}).get(key, "")) for key in extras)])
     first = run_lines[0]
     versions = f"tilegrad {first.get('tilegrad_version')}, torch {first.get('torch_version')}, " \
                f"Python {first.get('python')}, commit {str(first.get('git_commit'))[:9]}"

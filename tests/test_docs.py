@@ -225,6 +225,18 @@ def test_bench_tables_from_run_reads_the_harness_json_lines():
     assert module.problems(data) == []
 
 
+def test_bench_tables_from_run_keeps_the_extra_columns_in_order():
+    module = bench_tables()
+    base = {"benchmark": "bench_x", "times_s": {"torch": 0.004, "tgt": 0.002}, "baseline": "torch",
+            "ratios": {"tgt": 2.0}}
+    lines = [dict(base, case="a", extra={"tgt GFLOP/s": "10.0", "error": "1e-6"}),
+             dict(base, case="b", extra={"tgt GFLOP/s": "12.5", "note": "n/a"})]
+    data = module.from_run(lines, title="x", command="c", load="idle")
+    assert data["columns"] == ["case", "torch ms", "tgt ms", "tgt vs torch", "tgt GFLOP/s", "error", "note"]
+    assert data["rows"] == [["a", "4.000", "2.000", "2.00x", "10.0", "1e-6", ""],
+                            ["b", "4.000", "2.000", "2.00x", "12.5", "", "n/a"]]
+
+
 def specification_sections() -> set:
     return set(re.findall(r'<a id="section-(\d+)"></a>', (DOCS / "specification.md").read_text()))
 

@@ -282,3 +282,81 @@ def test_bf16_inputs_are_bf16_gemm_operands_and_others_are_widened():
     lines = [line for line in proc.stderr.splitlines() if line.startswith("tilegrad_verbose,aclnnFlashAttention")]
     assert [re.search(r"bf16_operands=(\w+)", line).group(1) for line in lines] == ["false"] * 4 + ["true"] * 2
 
+
+
+# GQA stacking: the G query heads of a kv head run as one block of G x positions rows (position-major),
+# so a row's head and position come from its place in the stack. Group sizes 1, 2, 3, 8 with lengths off
+# the stacked blocks (forward 128 / 128 / 64 / 32 positions, pass B 256 / 256 / 128 / 64) and past one
+# 512-column kv block, in each mask kind; a per-head explicit mask (BNSS) catches a row given the wrong head.
+GROUPS = [(2, 2), (4, 2), (6, 2), (8, 1)]  # (N1, N2): G = 1, 2, 3, 8
+
+
+def _gqa_inputs(n1, n2, dtype=F32, sq=150, skv=530, seed=40):
+    return _inputs("BNSD", b=2, n1=n1, n2=n2, sq=sq, skv=skv, d=16, dv=16, dtype=dtype, seed=seed)
+
+
+def _gqa_mask_args(kind, n1, sq=150, skv=530):
+    rng = np.random.default_rng(41)
+    if kind == "causal":
+        return dict(atten_mask=_template(), sparse_mode=3)
+    if kind == "band":
+        return dict(atten_mask=_template(), sparse_mode=4, pre_tokens=90, next_tokens=20)
+    if kind == "explicit_per_head":
+        return dict(atten_mask=(rng.random((2, n1, sq, skv)) < 0.3).astype(np.uint8), sparse_mode=1)
+    return dict(atten_mask=(rng.random((sq, skv)) < 0.3), sparse_mode=0, pre_tokens=200, next_tokens=-5)
+
+
+@pytest.mark.parametrize("n1,n2", GROUPS)
+@pytest.mark.parametrize("kind", ["causal", "band", "explicit_per_head", "explicit_and_band"])
+def test_gqa_groups_with_masks(n1, n2, kind):
+    q, k, v, dy = _gqa_inputs(n1, n2)
+    _check_all(q, k, v, dy, n1, "BNSD", **_gqa_mask_args(kind, n1))
+
+
+@pytest.mark.parametrize("n1,n2", [(4, 2), (8, 1)])
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_gqa_groups_low_precision(n1, n2, dtype):
+    q, k, v, dy = _gqa_inputs(n1, n2, dtype=dtype, seed=42)
+    _check_all(q, k, v, dy, n1, "BNSD", **_gqa_mask_args("causal", n1))
+
+
+@pytest.mark.parametrize("n1,n2", GROUPS)
+def test_gqa_group_equals_each_head_alone(n1, n2):
+    # Each query head of a group against its kv head as plain multi-head attention (G = 1): the same
+    # values within fp32 rounding, and masked rows exactly alike.
+    q, k, v, dy = _gqa_inputs(n1, n2, sq=70, skv=90, seed=43)
+    args = _gqa_mask_args("band", n1, 70, 90)
+    g = n1 // n2
+    out, smax, ssum = tg.flash_attention_score(q, k, v, n1, "BNSD", **args)
+    dq, dk, dv = tg.flash_attention_score_grad(q, k, v, dy, n1, "BNSD", softmax_max=smax, softmax_sum=ssum,
+                                               attention_out=out, **args)
+    dk_sum, dv_sum = np.zeros(k.shape, np.float64), np.zeros(v.shape, np.float64)
+    for n in range(n1):
+        qn, dyn = q[:, n:n + 1], dy[:, n:n + 1]
+        kn, vn = k[:, n // g:n // g + 1], v[:, n // g:n // g + 1]
+        o1, m1, s1 = tg.flash_attention_score(qn, kn, vn, 1, "BNSD", **args)
+        np.testing.assert_allclose(out[:, n:n + 1], o1, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(smax[:, n:n + 1], m1, rtol=1e-5, atol=1e-6)
+        grads = tg.flash_attention_score_grad(qn, kn, vn, dyn, 1, "BNSD", softmax_max=m1, softmax_sum=s1,
+                                              attention_out=o1, **args)
+        np.testing.assert_allclose(dq[:, n:n + 1], grads[0], rtol=1e-4, atol=1e-5)
+        dk_sum[:, n // g:n // g + 1] += grads[1]
+        dv_sum[:, n // g:n // g + 1] += grads[2]
+    np.testing.assert_allclose(dk, dk_sum, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dv, dv_sum, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n1,n2", GROUPS)
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_gqa_one_and_two_threads_bit_identical(threads, n1, n2, dtype):
+    q, k, v, dy = _gqa_inputs(n1, n2, dtype=dtype, sq=300, skv=530, seed=44)
+    args = _gqa_mask_args("causal", n1)
+    results = []
+    for n in (1, 2):
+        threads(n)
+        out, smax, ssum = tg.flash_attention_score(q, k, v, n1, "BNSD", **args)
+        grads = tg.flash_attention_score_grad(q, k, v, dy, n1, "BNSD", softmax_max=smax, softmax_sum=ssum,
+                                              attention_out=out, **args)
+        results.append([x.view(np.uint8) for x in (out, smax, ssum) + tuple(grads)])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

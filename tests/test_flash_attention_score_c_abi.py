@@ -98,7 +98,11 @@ def test_null_required_argument(which):
     assert FWD in msg and which in msg
 
 
-@pytest.mark.parametrize("which", ["softmaxMaxOptional", "softmaxSumOptional", "attentionInOptional", "dqOut"])
+GRAD_REQUIRED = {"query": 0, "keyIn": 1, "value": 2, "dy": 3, "softmaxMaxOptional": 8, "softmaxSumOptional": 9,
+                 "attentionInOptional": 11, "inputLayout": 18, "dqOut": 21, "dkOut": 22, "dvOut": 23}
+
+
+@pytest.mark.parametrize("which", list(GRAD_REQUIRED))
 def test_grad_null_required_argument(which):
     q, k, v, dy = _problem()
     smax, ssum = _stats()
@@ -106,7 +110,7 @@ def test_grad_null_required_argument(which):
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
     with AclTensors() as t:
         args = _bwd_args(t, q, k, v, dy, smax, ssum, out, dq, dk, dv)
-        args[{"softmaxMaxOptional": 8, "softmaxSumOptional": 9, "attentionInOptional": 11, "dqOut": 21}[which]] = None
+        args[GRAD_REQUIRED[which]] = None
         status, msg = run_op(BWD, args)
     assert status == ACLNN_ERR_PARAM_NULLPTR
     assert BWD in msg and which in msg
@@ -132,3 +136,32 @@ def test_invalid_arguments(change, message):
         status, msg = run_op(FWD, _fwd_args(t, q, k, v, smax, ssum, out, **change))
     assert status == ACLNN_ERR_PARAM_INVALID
     assert msg.startswith(FWD + ":") and message in msg
+
+
+def test_reserved_tensors_are_never_read_or_written():
+    # paddingMask, softmaxOut (forward), softmaxIn and dpse (grad) are the vendor's reserved parameters:
+    # given, they change nothing and stay as they were.
+    q, k, v, dy = _problem()
+    smax, ssum = _stats()
+    out = np.zeros_like(q)
+    want = tg.flash_attention_score(q, k, v, 4, "BSND", scale_value=0.5)
+    padding = np.full((2, 4, 19, 23), np.nan, F32)
+    softmax_out = np.full((2, 4, 19, 23), 7.0, F32)
+    with AclTensors() as t:
+        args = _fwd_args(t, q, k, v, smax, ssum, out)
+        args[5], args[18] = t.new(padding), t.new(softmax_out)
+        assert run_op(FWD, args) == (ACLNN_SUCCESS, "")
+    for got, w in zip((out, smax, ssum), want):
+        np.testing.assert_array_equal(got, w)
+    assert np.isnan(padding).all() and (softmax_out == 7.0).all()
+    want_g = tg.flash_attention_score_grad(q, k, v, dy, 4, "BSND", softmax_max=smax, softmax_sum=ssum,
+                                           attention_out=out, scale_value=0.5)
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    dpse = np.full((2, 4, 19, 23), 7.0, F32)
+    with AclTensors() as t:
+        args = _bwd_args(t, q, k, v, dy, smax, ssum, out, dq, dk, dv)
+        args[6], args[10], args[24] = t.new(padding), t.new(softmax_out), t.new(dpse)
+        assert run_op(BWD, args) == (ACLNN_SUCCESS, "")
+    for got, w in zip((dq, dk, dv), want_g):
+        np.testing.assert_array_equal(got, w)
+    assert np.isnan(padding).all() and (softmax_out == 7.0).all() and (dpse == 7.0).all()

@@ -28,7 +28,9 @@ def test_tasks_cover_the_work(shape, threads):
     b, n1, n2, sq, skv, d, dv = shape
     f = _core._flash_attention_score_tiling(*shape, threads=threads)
     g = _core._flash_attention_score_grad_tiling(*shape, threads=threads)
-    assert f["tasks"] == b * n1 * math.ceil(sq / max(f["block_q"], 1))
+    # One task per (batch, kv head, block of query positions): the group's heads are stacked in it.
+    assert f["group"] == (n1 // n2 if n2 else 1)
+    assert f["tasks"] == b * n2 * math.ceil(sq / max(f["block_q"], 1))
     assert g["grad_kv_tasks"] == b * n2 * math.ceil(skv / max(g["grad_block_kv"], 1))
     assert 1 <= f["threads_used"] <= max(1, min(threads, f["tasks"]))
     assert 1 <= g["threads_used"] <= max(1, min(threads, max(g["tasks"], g["grad_kv_tasks"])))
@@ -55,3 +57,21 @@ def test_sizes_beyond_64_bits_are_refused(hook):
     with pytest.raises(ValueError, match="overflows 64-bit sizes") as e:
         getattr(_core, hook)(1 << 31, 256, 256, 1 << 20, 1 << 20, 768, 768, threads=2)
     assert e.value.code == 161002
+
+
+@pytest.mark.parametrize("n1,n2,rows,grad_rows", [(4, 4, 128, 256), (4, 2, 256, 512), (6, 2, 192, 384),
+                                                  (16, 2, 256, 512), (32, 1, 512, 512)])
+def test_gqa_stacks_the_group_into_larger_blocks(n1, n2, rows, grad_rows):
+    # Stacked rows per block (group x positions): up to 256 in the forward / pass A, 512 in pass B (the
+    # one-head blocks of 128 / 256 when G = 1), at least 16 positions, powers of two.
+    f = _core._flash_attention_score_grad_tiling(1, n1, n2, 4096, 4096, 64, 64, threads=2)
+    assert f["group"] == n1 // n2
+    assert f["block_q"] * f["group"] == rows
+    assert f["grad_block_q"] * f["group"] == grad_rows
+
+
+@pytest.mark.parametrize("shape", SHAPES[:2])  # SmolLM2-135M, Qwen3-0.6B
+def test_model_shapes_give_two_cores_many_tasks(shape):
+    g = _core._flash_attention_score_grad_tiling(*shape, threads=2)
+    assert g["threads_used"] == 2
+    assert g["tasks"] >= 16 and g["grad_kv_tasks"] >= 16

@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/gemm.h"
-#include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/attention/flash_attention_score/fa_blocks.h"
+#include "ops/attention/flash_attention_score/fa_c_abi.h"
 #include "ops/attention/flash_attention_score/fa_problem.h"
 #include "ops/attention/flash_attention_score/flash_attention_score_kernel.h"
 #include "ops/attention/flash_attention_score/flash_attention_score_tiling.h"
@@ -95,25 +95,25 @@ class FlashAttentionLaunch final : public core::Launch {
     qp_ = ws + t.q_offset;
     kp_ = ws + t.k_offset;
     vp_ = ws + t.v_offset;
-    fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
-    fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
-    fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
-    core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
-      char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
-      for (int64_t task = slot; task < t.tasks; task += t.threads) run_task(task, scratch);
-    });
+    fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, g.group, p_.scale, qp_, kernels_, t.threads);
+    fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1, 1.0f, kp_, kernels_, t.threads);
+    fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1, 1.0f, vp_, kernels_, t.threads);
+    fa::run_tasks(t.tasks, t.threads, ws + t.scratch_offset, t.scratch_bytes_per_thread, true,
+                  [&](int64_t task, char* scratch) { run_task(task, scratch); });
   }
 
  private:
-  // One (batch, head, query block): online softmax over the visible kv blocks, then the rows out.
-  // With bf16 operands S is scaled after its GEMM and P is rounded to bf16 for P V (its row sums
-  // stay fp32).
+  // One (batch, kv head, query block): the group's heads stacked (fa_blocks.h), online softmax over
+  // the visible kv blocks, then the rows out. With bf16 operands S is scaled after its GEMM and P is
+  // rounded to bf16 for P V (its row sums stay fp32).
   void run_task(int64_t task, char* scratch) const {
     const FlashAttentionTiling& t = tiling_;
     const fa::Geometry& g = p_.g;
     const FlashAttentionScratch sc = flash_attention_scratch(t);
-    const int64_t qb = task % t.q_blocks, n = (task / t.q_blocks) % g.heads, b = task / (t.q_blocks * g.heads);
-    const int64_t i0 = qb * t.block_q, rows = std::min(t.block_q, g.q_len - i0), kvh = n / g.group;
+    const int64_t qb = task % t.q_blocks, kvh = (task / t.q_blocks) % g.kv_heads, b = task / (t.q_blocks * g.kv_heads);
+    const int64_t i0 = qb * t.block_q;
+    const fa::RowBlock rb{b, kvh * g.group, g.group, i0, std::min(t.block_q, g.q_len - i0)};
+    const int64_t rows = rb.rows();
     float* s = reinterpret_cast<float*>(scratch + sc.s);
     float* o = reinterpret_cast<float*>(scratch + sc.acc);
     float* m = reinterpret_cast<float*>(scratch + sc.row_max);
@@ -126,40 +126,42 @@ class FlashAttentionLaunch final : public core::Launch {
     std::fill(o, o + rows * dv, 0.0f);
     const bool bf16 = op_ == DType::kBFloat16;
     uint16_t* p16 = reinterpret_cast<uint16_t*>(scratch + sc.p16);
-    const char* qrows = fa::element(qp_, op_, ((b * g.heads + n) * g.q_len + i0) * d);
+    const int64_t row0 = fa::packed_row(b, rb.head0, i0, g.heads, g.q_len, g.group);
+    const char* qrows = fa::element(qp_, op_, row0 * d);
     const char* kh = fa::element(kp_, op_, (b * g.kv_heads + kvh) * g.kv_len * d);
     const char* vh = fa::element(vp_, op_, (b * g.kv_heads + kvh) * g.kv_len * dv);
-    const fa::KvRange range = fa::kv_range(p_, i0, rows, t.block_kv);
+    const fa::KvRange range = fa::kv_range(p_, i0, rb.positions, t.block_kv);
     for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
       const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
-      if (!fa::block_windows(p_, i0, rows, c0, cols, lo, hi)) continue;
+      if (!fa::block_windows(p_, rb, c0, cols, lo, hi)) continue;
       fa::gemm_abt(op_, qrows, d, fa::element(kh, op_, c0 * d), d, s, ld, rows, cols, d);
       if (bf16) fa::scale_block(s, ld, rows, cols, p_.scale);
-      fa::apply_mask(p_, b, n, i0, rows, c0, cols, lo, hi, s, ld);
+      fa::apply_mask(p_, rb, c0, lo, hi, s, ld);
       kernels_.online_softmax(s, ld, rows, cols, lo, hi, m, l, o, dv, dv);
       if (bf16) fa::round_block_bf16(s, ld, rows, cols, p16, kernels_);
       const void* p = bf16 ? static_cast<const void*>(p16) : s;
       fa::gemm_ab_add(op_, p, ld, fa::element(vh, op_, c0 * dv), dv, o, dv, rows, dv, cols);
     }
-    finish_rows(b, n, i0, rows, o, m, l);
+    finish_rows(rb, o, m, l);
   }
 
   // out = acc / sum; a row that kept nothing gets out = 0, max = -FLT_MAX, sum = +FLT_MAX (the vendor's
   // values with innerPrecise = 2). m becomes the per-row output factor.
-  void finish_rows(int64_t b, int64_t n, int64_t i0, int64_t rows, const float* o, float* m, float* l) const {
+  void finish_rows(const fa::RowBlock& rb, const float* o, float* m, float* l) const {
     const int64_t sms = smax_.strides[3], sss = ssum_.strides[3];
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < rb.rows(); ++r) {
       const bool empty = m[r] == kNegInf;
       const float mx = empty ? -kFltMax : m[r], sm = empty ? kFltMax : l[r];
-      float* pm = static_cast<float*>(smax_.data) + b * smax_.strides[0] + n * smax_.strides[1] + (i0 + r) * smax_.strides[2];
-      float* ps = static_cast<float*>(ssum_.data) + b * ssum_.strides[0] + n * ssum_.strides[1] + (i0 + r) * ssum_.strides[2];
+      const int64_t n = rb.head(r), i = rb.position(r);
+      float* pm = static_cast<float*>(smax_.data) + rb.b * smax_.strides[0] + n * smax_.strides[1] + i * smax_.strides[2];
+      float* ps = static_cast<float*>(ssum_.data) + rb.b * ssum_.strides[0] + n * ssum_.strides[1] + i * ssum_.strides[2];
       for (int lane = 0; lane < 8; ++lane) {
         std::memcpy(pm + lane * sms, &mx, 4);
         std::memcpy(ps + lane * sss, &sm, 4);
       }
       m[r] = empty ? 0.0f : 1.0f / l[r];
     }
-    fa::store_rows(out_, b, n, i0, rows, p_.g.value_dim, o, p_.g.value_dim, m, 1.0f, kernels_);
+    fa::store_rows(out_, rb, p_.g.value_dim, o, p_.g.value_dim, m, 1.0f, kernels_);
   }
 
   fa::Problem p_;
@@ -196,6 +198,7 @@ void flash_attention_score(const TensorView& q, const TensorView& k, const Tenso
 }  // namespace tilegrad
 
 using namespace tilegrad;
+namespace fa = tilegrad::ops::fa;
 
 extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* realShiftOptional,
@@ -205,31 +208,26 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGetWorkspaceSize(
     const aclTensor* softmaxSumOut, const aclTensor* softmaxOutOut, const aclTensor* attentionOutOut,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
-  const char* op = ops::kOp;
-  return core::create_executor(
-      op,
-      {{"query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional", "attenMaskOptional"},
-       {"softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut"}},
-      workspaceSize, executor, [&](core::ExecutorTensors& t) {
-        core::require_not_null(op, "query", query);
-        core::require_not_null(op, "key", key);
-        core::require_not_null(op, "value", value);
-        const FlashAttentionOptions o = ops::fa::c_abi_options(op, scaleValue, keepProb, preTokens, nextTokens,
-                                                               headNum, inputLayout, innerPrecise, sparseMode);
-        core::require_not_null(op, "softmaxMaxOut", softmaxMaxOut);
-        core::require_not_null(op, "softmaxSumOut", softmaxSumOut);
-        core::require_not_null(op, "attentionOutOut", attentionOutOut);
-        const TensorView q = t.view("query", query), k = t.view("key", key), v = t.view("value", value);
-        const TensorView pse = t.optional_view("realShiftOptional", realShiftOptional);
-        const TensorView drop = t.optional_view("dropMaskOptional", dropMaskOptional);
-        t.optional_view("paddingMaskOptional", paddingMaskOptional);  // reserved: never read
-        const TensorView mask = t.optional_view("attenMaskOptional", attenMaskOptional);
-        const TensorView smax = t.view("softmaxMaxOut", softmaxMaxOut);
-        const TensorView ssum = t.view("softmaxSumOut", softmaxSumOut);
-        t.optional_view("softmaxOutOut", softmaxOutOut);  // reserved: never written
-        const TensorView out = t.view("attentionOutOut", attentionOutOut);
-        return std::make_unique<ops::FlashAttentionLaunch>(q, k, v, pse, drop, mask, o, smax, ssum, out);
-      });
+  using fa::Need;
+  const std::vector<fa::CAbiTensor> params = {
+      {"query", query, false, Need::kRequired},
+      {"key", key, false, Need::kRequired},
+      {"value", value, false, Need::kRequired},
+      {"realShiftOptional", realShiftOptional, false, Need::kOptional},
+      {"dropMaskOptional", dropMaskOptional, false, Need::kOptional},
+      {"paddingMaskOptional", paddingMaskOptional, false, Need::kReserved},
+      {"attenMaskOptional", attenMaskOptional, false, Need::kOptional},
+      {"softmaxMaxOut", softmaxMaxOut, true, Need::kRequired},
+      {"softmaxSumOut", softmaxSumOut, true, Need::kRequired},
+      {"softmaxOutOut", softmaxOutOut, true, Need::kReserved},  // never written
+      {"attentionOutOut", attentionOutOut, true, Need::kRequired}};
+  const fa::CAbiScalars scalars{scaleValue, keepProb,     preTokens,    nextTokens,
+                                headNum,    inputLayout, innerPrecise, sparseMode};
+  return fa::create_c_abi_executor(ops::kOp, params, scalars, workspaceSize, executor, [](const fa::CAbiArgs& a) {
+    return std::make_unique<ops::FlashAttentionLaunch>(a["query"], a["key"], a["value"], a["realShiftOptional"],
+                                                       a["dropMaskOptional"], a["attenMaskOptional"], a.options,
+                                                       a["softmaxMaxOut"], a["softmaxSumOut"], a["attentionOutOut"]);
+  });
 }
 
 extern "C" aclnnStatus aclnnFlashAttentionScore(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,

@@ -1,5 +1,5 @@
 // aclnnFlashAttentionScoreGrad: validation, the two-pass grad launch (pass A: dQ per query block;
-// pass B: dK, dV per kv block over the group's query heads), native C++ API and C ABI. Both passes
+// pass B: dK, dV per kv block over the query blocks, the group's query heads stacked in each), native C++ API and C ABI. Both passes
 // recompute P = exp(S - max) / sum from the forward's statistics; every accumulation is fp32 in a
 // fixed block order and each gradient is rounded once.
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/attention/flash_attention_score/fa_blocks.h"
+#include "ops/attention/flash_attention_score/fa_c_abi.h"
 #include "ops/attention/flash_attention_score/fa_problem.h"
 #include "ops/attention/flash_attention_score/flash_attention_score_kernel.h"
 #include "ops/attention/flash_attention_score/flash_attention_score_tiling.h"
@@ -122,26 +123,26 @@ class FlashAttentionGradLaunch final : public core::Launch {
     row_max_ = reinterpret_cast<float*>(ws + t.stats_offset);
     inv_sum_ = row_max_ + rows;
     rowdot_ = inv_sum_ + rows;
-    fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, p_.scale, qp_, kernels_, t.threads);
-    fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1.0f, kp_, kernels_, t.threads);
-    fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1.0f, vp_, kernels_, t.threads);
-    fa::pack_operand(op_, dy_, g.batch, g.heads, g.q_len, g.value_dim, 1.0f, dyp_, kernels_, t.threads);
+    fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, g.group, p_.scale, qp_, kernels_, t.threads);
+    fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1, 1.0f, kp_, kernels_, t.threads);
+    fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1, 1.0f, vp_, kernels_, t.threads);
+    fa::pack_operand(op_, dy_, g.batch, g.heads, g.q_len, g.value_dim, g.group, 1.0f, dyp_, kernels_, t.threads);
     core::parallel_for(rows, t.threads, [&](int64_t row) { row_stats(row); });
-    const auto spread = [&](int64_t tasks, auto&& task_fn) {
-      core::parallel_for(t.threads, t.threads, [&](int64_t slot) {
-        char* scratch = ws + t.scratch_offset + slot * t.scratch_bytes_per_thread;
-        for (int64_t task = slot; task < tasks; task += t.threads) task_fn(task, scratch);
-      });
-    };
-    spread(t.tasks, [&](int64_t task, char* scratch) { dq_task(task, scratch); });
-    spread(t.grad_kv_tasks, [&](int64_t task, char* scratch) { dkv_task(task, scratch); });
+    // Pass A's later query blocks and pass B's earlier kv blocks see the most of a causal mask: first.
+    char* scratch = ws + t.scratch_offset;
+    fa::run_tasks(t.tasks, t.threads, scratch, t.scratch_bytes_per_thread, true,
+                  [&](int64_t task, char* mine) { dq_task(task, mine); });
+    fa::run_tasks(t.grad_kv_tasks, t.threads, scratch, t.scratch_bytes_per_thread, false,
+                  [&](int64_t task, char* mine) { dkv_task(task, mine); });
   }
 
  private:
-  // max, 1 / sum (lane 0 of the forward's statistics) and rowdot = sum_d dy * out (fp32, in order).
+  // max, 1 / sum (lane 0 of the forward's statistics) and rowdot = sum_d dy * out (fp32, in order),
+  // of packed (stacked) row `row`.
   void row_stats(int64_t row) {
     const fa::Geometry& g = p_.g;
-    const int64_t i = row % g.q_len, n = (row / g.q_len) % g.heads, b = row / (g.q_len * g.heads);
+    const int64_t gi = row % g.group, i = (row / g.group) % g.q_len;
+    const int64_t n = (row / (g.group * g.q_len)) % g.kv_heads * g.group + gi, b = row / (g.group * g.q_len * g.kv_heads);
     const auto lane0 = [&](const TensorView& t) {
       float v;
       std::memcpy(&v, static_cast<const float*>(t.data) + b * t.strides[0] + n * t.strides[1] + i * t.strides[2], 4);
@@ -177,20 +178,19 @@ class FlashAttentionGradLaunch final : public core::Launch {
             bf16 ? static_cast<void*>(scratch + sc.p16) : s, bf16 ? static_cast<void*>(scratch + sc.ds16) : dp};
   }
 
-  // P and dS of query rows [i0, i0 + rows) of head (b, n) against kv columns [c0, c0 + cols) into
-  // blk.s and blk.dp (leading dim ld); false if no row keeps a column there.
-  bool probabilities_and_ds(const Block& blk, int64_t ld, int64_t b, int64_t n, int64_t i0, int64_t rows, int64_t c0,
-                            int64_t cols) const {
+  // P and dS of the block's rows against kv columns [c0, c0 + cols) into blk.s and blk.dp (leading
+  // dim ld); false if no row keeps a column there.
+  bool probabilities_and_ds(const Block& blk, int64_t ld, const fa::RowBlock& rb, int64_t c0, int64_t cols) const {
     const fa::Geometry& g = p_.g;
-    if (!fa::block_windows(p_, i0, rows, c0, cols, blk.lo, blk.hi)) return false;
-    const int64_t d = g.head_dim, dv = g.value_dim, kvh = n / g.group;
-    const int64_t row0 = (b * g.heads + n) * g.q_len + i0;
-    const char* kb = fa::element(kp_, op_, ((b * g.kv_heads + kvh) * g.kv_len + c0) * d);
-    const char* vb = fa::element(vp_, op_, ((b * g.kv_heads + kvh) * g.kv_len + c0) * dv);
+    if (!fa::block_windows(p_, rb, c0, cols, blk.lo, blk.hi)) return false;
+    const int64_t d = g.head_dim, dv = g.value_dim, kvh = rb.head0 / g.group, rows = rb.rows();
+    const int64_t row0 = packed_row0(rb);
+    const char* kb = fa::element(kp_, op_, ((rb.b * g.kv_heads + kvh) * g.kv_len + c0) * d);
+    const char* vb = fa::element(vp_, op_, ((rb.b * g.kv_heads + kvh) * g.kv_len + c0) * dv);
     fa::gemm_abt(op_, fa::element(qp_, op_, row0 * d), d, kb, d, blk.s, ld, rows, cols, d);
     const bool bf16 = op_ == DType::kBFloat16;
     if (bf16) fa::scale_block(blk.s, ld, rows, cols, p_.scale);
-    fa::apply_mask(p_, b, n, i0, rows, c0, cols, blk.lo, blk.hi, blk.s, ld);
+    fa::apply_mask(p_, rb, c0, blk.lo, blk.hi, blk.s, ld);
     fa::gemm_abt(op_, fa::element(dyp_, op_, row0 * dv), dv, vb, dv, blk.dp, ld, rows, cols, dv);
     kernels_.softmax_grad(blk.s, blk.dp, ld, rows, cols, blk.lo, blk.hi, row_max_ + row0, inv_sum_ + row0,
                           rowdot_ + row0);
@@ -201,26 +201,38 @@ class FlashAttentionGradLaunch final : public core::Launch {
     return true;
   }
 
-  // Pass A: dQ of one (batch, head, query block) = scale * sum over kv blocks of dS K.
+  // The packed (stacked) row of the block's first row: its rows follow densely.
+  int64_t packed_row0(const fa::RowBlock& rb) const {
+    return fa::packed_row(rb.b, rb.head0, rb.i0, p_.g.heads, p_.g.q_len, p_.g.group);
+  }
+
+  // The stacked query block of kv head kvh at positions [i0, i0 + positions) (clipped to Sq).
+  fa::RowBlock query_block(int64_t b, int64_t kvh, int64_t i0, int64_t positions) const {
+    return {b, kvh * p_.g.group, p_.g.group, i0, std::min(positions, p_.g.q_len - i0)};
+  }
+
+  // Pass A: dQ of one (batch, kv head, query block), the group's heads stacked, = scale * sum over kv
+  // blocks of dS K.
   void dq_task(int64_t task, char* scratch) const {
     const FlashAttentionTiling& t = tiling_;
     const fa::Geometry& g = p_.g;
     const Block blk = block_of(scratch);
-    const int64_t qb = task % t.q_blocks, n = (task / t.q_blocks) % g.heads, b = task / (t.q_blocks * g.heads);
-    const int64_t i0 = qb * t.block_q, rows = std::min(t.block_q, g.q_len - i0), d = g.head_dim;
-    const char* kh = fa::element(kp_, op_, (b * g.kv_heads + n / g.group) * g.kv_len * d);
+    const int64_t qb = task % t.q_blocks, kvh = (task / t.q_blocks) % g.kv_heads, b = task / (t.q_blocks * g.kv_heads);
+    const fa::RowBlock rb = query_block(b, kvh, qb * t.block_q, t.block_q);
+    const int64_t rows = rb.rows(), d = g.head_dim;
+    const char* kh = fa::element(kp_, op_, (b * g.kv_heads + kvh) * g.kv_len * d);
     std::fill(blk.acc, blk.acc + rows * d, 0.0f);
-    const fa::KvRange range = fa::kv_range(p_, i0, rows, t.block_kv);
+    const fa::KvRange range = fa::kv_range(p_, rb.i0, rb.positions, t.block_kv);
     for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
       const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
-      if (!probabilities_and_ds(blk, t.block_kv, b, n, i0, rows, c0, cols)) continue;
+      if (!probabilities_and_ds(blk, t.block_kv, rb, c0, cols)) continue;
       fa::gemm_ab_add(op_, blk.ds, t.block_kv, fa::element(kh, op_, c0 * d), d, blk.acc, d, rows, d, cols);
     }
-    fa::store_rows(dq_, b, n, i0, rows, d, blk.acc, d, nullptr, p_.scale, kernels_);
+    fa::store_rows(dq_, rb, d, blk.acc, d, nullptr, p_.scale, kernels_);
   }
 
-  // Pass B: dK, dV of one (batch, kv head, kv block), summed over the group's query heads in order,
-  // then the query blocks in order. dK = scale dS^T Q, dV = P^T dY.
+  // Pass B: dK, dV of one (batch, kv head, kv block), summed over the query blocks in order; each
+  // block stacks the group's heads, so their sum runs inside one GEMM. dK = scale dS^T Q, dV = P^T dY.
   void dkv_task(int64_t task, char* scratch) const {
     const FlashAttentionTiling& t = tiling_;
     const fa::Geometry& g = p_.g;
@@ -231,22 +243,20 @@ class FlashAttentionGradLaunch final : public core::Launch {
     const int64_t d = g.head_dim, dv = g.value_dim, ld = t.grad_block_kv;
     std::fill(blk.acc, blk.acc + cols * d, 0.0f);
     std::fill(blk.acc2, blk.acc2 + cols * dv, 0.0f);
-    for (int64_t gi = 0; gi < g.group; ++gi) {
-      const int64_t n = kvh * g.group + gi;
-      for (int64_t i0 = 0; i0 < g.q_len; i0 += t.grad_block_q) {
-        const int64_t rows = std::min(t.grad_block_q, g.q_len - i0);
-        const fa::KvRange range = fa::kv_range(p_, i0, rows, 1);
-        if (range.end <= c0 || range.begin >= c0 + cols) continue;
-        if (!probabilities_and_ds(blk, ld, b, n, i0, rows, c0, cols)) continue;
-        const int64_t row0 = (b * g.heads + n) * g.q_len + i0;
-        fa::gemm_atb_add(op_, blk.p, ld, fa::element(dyp_, op_, row0 * dv), dv, blk.acc2, dv, cols, dv, rows);
-        fa::gemm_atb_add(op_, blk.ds, ld, fa::element(qp_, op_, row0 * d), d, blk.acc, d, cols, d, rows);
-      }
+    for (int64_t i0 = 0; i0 < g.q_len; i0 += t.grad_block_q) {
+      const fa::RowBlock rb = query_block(b, kvh, i0, t.grad_block_q);
+      const fa::KvRange range = fa::kv_range(p_, i0, rb.positions, 1);
+      if (range.end <= c0 || range.begin >= c0 + cols) continue;
+      if (!probabilities_and_ds(blk, ld, rb, c0, cols)) continue;
+      const int64_t row0 = packed_row0(rb), rows = rb.rows();
+      fa::gemm_atb_add(op_, blk.p, ld, fa::element(dyp_, op_, row0 * dv), dv, blk.acc2, dv, cols, dv, rows);
+      fa::gemm_atb_add(op_, blk.ds, ld, fa::element(qp_, op_, row0 * d), d, blk.acc, d, cols, d, rows);
     }
     // fp32 operands: q was packed pre-scaled; bf16 operands: the scale comes here.
     const float dk_scale = op_ == DType::kBFloat16 ? p_.scale : 1.0f;
-    fa::store_rows(dk_, b, kvh, c0, cols, d, blk.acc, d, nullptr, dk_scale, kernels_);
-    fa::store_rows(dv_, b, kvh, c0, cols, dv, blk.acc2, dv, nullptr, 1.0f, kernels_);
+    const fa::RowBlock kv_rows{b, kvh, 1, c0, cols};
+    fa::store_rows(dk_, kv_rows, d, blk.acc, d, nullptr, dk_scale, kernels_);
+    fa::store_rows(dv_, kv_rows, dv, blk.acc2, dv, nullptr, 1.0f, kernels_);
   }
 
   fa::Problem p_;
@@ -282,6 +292,7 @@ void flash_attention_score_grad(const TensorView& q, const TensorView& k, const 
 }  // namespace tilegrad
 
 using namespace tilegrad;
+namespace fa = tilegrad::ops::fa;
 
 extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
     const aclTensor* query, const aclTensor* keyIn, const aclTensor* value, const aclTensor* dy,
@@ -292,36 +303,34 @@ extern "C" aclnnStatus aclnnFlashAttentionScoreGradGetWorkspaceSize(
     int64_t innerPrecise, int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut, const aclTensor* dvOut,
     const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   (void)prefixOptional;  // only the prefix modes 5 / 6 read it, and they are refused
-  const char* op = ops::kOp;
-  return core::create_executor(
-      op,
-      {{"query", "keyIn", "value", "dy", "pseShiftOptional", "dropMaskOptional", "paddingMaskOptional",
-        "attenMaskOptional", "softmaxMaxOptional", "softmaxSumOptional", "softmaxInOptional", "attentionInOptional"},
-       {"dqOut", "dkOut", "dvOut", "dpseOut"}},
-      workspaceSize, executor, [&](core::ExecutorTensors& ts) {
-        // The vendor reads softmaxMax / softmaxSum / attentionIn despite "Optional": they are required.
-        const char* required[] = {"query", "keyIn", "value", "dy", "softmaxMaxOptional", "softmaxSumOptional",
-                                  "attentionInOptional", "dqOut", "dkOut", "dvOut"};
-        const aclTensor* given[] = {query, keyIn, value, dy, softmaxMaxOptional, softmaxSumOptional,
-                                    attentionInOptional, dqOut, dkOut, dvOut};
-        for (int i = 0; i < 10; ++i) core::require_not_null(op, required[i], given[i]);
-        const FlashAttentionOptions o = ops::fa::c_abi_options(op, scaleValue, keepProb, preTokens, nextTokens,
-                                                               headNum, inputLayout, innerPrecise, sparseMode);
-        const TensorView q = ts.view("query", query), k = ts.view("keyIn", keyIn), v = ts.view("value", value),
-                         dyv = ts.view("dy", dy);
-        const TensorView pse = ts.optional_view("pseShiftOptional", pseShiftOptional);
-        const TensorView drop = ts.optional_view("dropMaskOptional", dropMaskOptional);
-        ts.optional_view("paddingMaskOptional", paddingMaskOptional);  // reserved: never read
-        const TensorView mask = ts.optional_view("attenMaskOptional", attenMaskOptional);
-        const TensorView smax = ts.view("softmaxMaxOptional", softmaxMaxOptional);
-        const TensorView ssum = ts.view("softmaxSumOptional", softmaxSumOptional);
-        ts.optional_view("softmaxInOptional", softmaxInOptional);  // reserved: never read
-        const TensorView attn = ts.view("attentionInOptional", attentionInOptional);
-        const TensorView dqv = ts.view("dqOut", dqOut), dkv = ts.view("dkOut", dkOut), dvv = ts.view("dvOut", dvOut);
-        ts.optional_view("dpseOut", dpseOut);  // pse is refused, so dpse is never written
-        const ops::GradTensors t{q, k, v, dyv, smax, ssum, attn, mask, dqv, dkv, dvv};
-        return std::make_unique<ops::FlashAttentionGradLaunch>(t, pse, drop, o);
-      });
+  using fa::Need;
+  // The vendor reads softmaxMax / softmaxSum / attentionIn despite "Optional": they are required.
+  const std::vector<fa::CAbiTensor> params = {
+      {"query", query, false, Need::kRequired},
+      {"keyIn", keyIn, false, Need::kRequired},
+      {"value", value, false, Need::kRequired},
+      {"dy", dy, false, Need::kRequired},
+      {"pseShiftOptional", pseShiftOptional, false, Need::kOptional},
+      {"dropMaskOptional", dropMaskOptional, false, Need::kOptional},
+      {"paddingMaskOptional", paddingMaskOptional, false, Need::kReserved},
+      {"attenMaskOptional", attenMaskOptional, false, Need::kOptional},
+      {"softmaxMaxOptional", softmaxMaxOptional, false, Need::kRequired},
+      {"softmaxSumOptional", softmaxSumOptional, false, Need::kRequired},
+      {"softmaxInOptional", softmaxInOptional, false, Need::kReserved},
+      {"attentionInOptional", attentionInOptional, false, Need::kRequired},
+      {"dqOut", dqOut, true, Need::kRequired},
+      {"dkOut", dkOut, true, Need::kRequired},
+      {"dvOut", dvOut, true, Need::kRequired},
+      {"dpseOut", dpseOut, true, Need::kReserved}};  // pse is refused, so dpse is never written
+  const fa::CAbiScalars scalars{scaleValue, keepProb,     preTokens,    nextTokens,
+                                headNum,    inputLayout, innerPrecise, sparseMode};
+  return fa::create_c_abi_executor(ops::kOp, params, scalars, workspaceSize, executor, [](const fa::CAbiArgs& a) {
+    const ops::GradTensors t{a["query"],         a["keyIn"],          a["value"],
+                             a["dy"],            a["softmaxMaxOptional"], a["softmaxSumOptional"],
+                             a["attentionInOptional"], a["attenMaskOptional"], a["dqOut"],
+                             a["dkOut"],         a["dvOut"]};
+    return std::make_unique<ops::FlashAttentionGradLaunch>(t, a["pseShiftOptional"], a["dropMaskOptional"], a.options);
+  });
 }
 
 extern "C" aclnnStatus aclnnFlashAttentionScoreGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,

@@ -8,16 +8,31 @@ namespace tilegrad::ops {
 namespace {
 
 constexpr const char* kOp = "aclnnFlashAttentionScore";
-// Query rows per GEMM: large enough that oneDNN's per-call cost (a few microseconds) stays small
-// against a 128 x 512 x D product, small enough that S (256 KiB) stays in L2. Constants, so a row's
-// result depends on Skv and D only.
+// Query positions per GEMM of one head: large enough that oneDNN's per-call cost (a few
+// microseconds) stays small against a 128 x 512 x D product, small enough that S (256 KiB) stays in
+// L2. With GQA the group's heads are stacked up to kStackRows rows (S 512 KiB). Constants, so a row's
+// result depends on Skv, D and G only.
 constexpr int64_t kBlockQ = 128;
 constexpr int64_t kBlockKv = 512;
-// Pass B (dK, dV): kv blocks of 128 give B * N2 * Skv / 128 tasks to spread over the threads.
+constexpr int64_t kStackRows = 256;
+// Pass B (dK, dV): kv blocks of 128 give B * N2 * Skv / 128 tasks to spread over the threads; the
+// stacked query block (the GEMMs' reduction) holds up to kGradStackRows rows.
 constexpr int64_t kGradBlockKv = 128;
 constexpr int64_t kGradBlockQ = 256;
+constexpr int64_t kGradStackRows = 512;
+// Fewest positions per stacked block (a large group still gets blocks of whole vectors of rows).
+constexpr int64_t kMinPositions = 16;
 
 int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+// Query positions per stacked block of `group` heads: stack_rows / group rounded down to a power of
+// two (block edges stay on the kv grid's powers of two, so causal skipping is as good as without
+// stacking), between kMinPositions and per_head (the one-head block), at most q_len.
+int64_t stacked_positions(int64_t per_head, int64_t stack_rows, int64_t group, int64_t q_len) {
+  int64_t positions = per_head;
+  while (positions > kMinPositions && positions * group > stack_rows) positions /= 2;
+  return std::max<int64_t>(1, std::min(positions, q_len));
+}
 int64_t round64(int64_t bytes) { return core::align64(kOp, "workspace", bytes); }
 
 int64_t packed_bytes(int64_t b, int64_t n, int64_t s, int64_t d, int64_t element_bytes = 4) {
@@ -31,11 +46,12 @@ int64_t operand_bytes(const FlashAttentionShape& s) { return s.bf16_operands ? 2
 void plan_common(FlashAttentionTiling& t, const FlashAttentionShape& s, const core::Platform& p) {
   t.shape = s;
   t.isa = p.isa;
-  t.block_q = std::max<int64_t>(1, std::min(kBlockQ, s.q_len));
+  t.group = s.kv_heads > 0 ? std::max<int64_t>(1, s.heads / s.kv_heads) : 1;
+  t.block_q = stacked_positions(kBlockQ, kStackRows, t.group, s.q_len);
   t.block_kv = std::max<int64_t>(1, std::min(kBlockKv, s.kv_len));
   t.q_blocks = ceil_div(s.q_len, t.block_q);
   t.kv_blocks = ceil_div(s.kv_len, t.block_kv);
-  t.tasks = core::checked_mul(kOp, "tasks", core::checked_mul(kOp, "tasks", s.batch, s.heads), t.q_blocks);
+  t.tasks = core::checked_mul(kOp, "tasks", core::checked_mul(kOp, "tasks", s.batch, s.kv_heads), t.q_blocks);
 }
 
 int64_t finish(FlashAttentionTiling& t, int64_t offset, int64_t max_tasks, const core::Platform& p) {
@@ -52,8 +68,8 @@ int64_t finish(FlashAttentionTiling& t, int64_t offset, int64_t max_tasks, const
 
 FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t) {
   const FlashAttentionShape& s = t.shape;
-  const int64_t rows = std::max(t.block_q, t.grad_block_q);
-  const int64_t block = std::max(t.block_q * t.block_kv, t.grad_block_q * t.grad_block_kv);
+  const int64_t rows = std::max(t.block_q, t.grad_block_q) * t.group;
+  const int64_t block = std::max(t.block_q * t.block_kv, t.grad_block_q * t.grad_block_kv) * t.group;
   FlashAttentionScratch sc;
   int64_t at = 0;
   const auto take = [&](int64_t bytes) {
@@ -63,8 +79,8 @@ FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t) {
   };
   sc.s = take(block * 4);
   sc.dp = t.grad ? take(block * 4) : at;
-  // Forward: block_q x Dv (output); pass A: block_q x D (dQ); pass B: kv block x D (dK), x Dv (dV).
-  sc.acc = take(std::max(t.block_q, t.grad_block_kv) * s.head_dim * 4);
+  // Forward: G block_q x Dv (output); pass A: G block_q x D (dQ); pass B: kv block x D (dK), x Dv (dV).
+  sc.acc = take(std::max(t.block_q * t.group, t.grad_block_kv) * s.head_dim * 4);
   sc.acc2 = t.grad ? take(t.grad_block_kv * s.value_dim * 4) : at;
   sc.row_max = take(rows * 4);
   sc.row_sum = take(rows * 4);
@@ -95,7 +111,7 @@ FlashAttentionTiling flash_attention_score_grad_tiling(const FlashAttentionShape
   t.grad = true;
   plan_common(t, s, p);
   t.grad_block_kv = std::max<int64_t>(1, std::min(kGradBlockKv, s.kv_len));
-  t.grad_block_q = std::max<int64_t>(1, std::min(kGradBlockQ, s.q_len));
+  t.grad_block_q = stacked_positions(kGradBlockQ, kGradStackRows, t.group, s.q_len);
   t.grad_kv_blocks = ceil_div(s.kv_len, t.grad_block_kv);
   t.grad_kv_tasks = core::checked_mul(kOp, "tasks", core::checked_mul(kOp, "tasks", s.batch, s.kv_heads), t.grad_kv_blocks);
   int64_t at = 0;
@@ -123,6 +139,7 @@ void FlashAttentionTiling::describe(core::FieldVisitor& v) const {
             {"head_dim", shape.head_dim},
             {"value_dim", shape.value_dim},
             {"bf16_operands", shape.bf16_operands},
+            {"group", group},
             {"block_q", block_q},
             {"block_kv", block_kv},
             {"tasks", tasks},

@@ -1,15 +1,19 @@
 // Flash attention plans: pure functions of the geometry and the Platform, never of the data.
 //
-// Forward: one task per (batch, query head, query block of block_q rows); a task walks the key/value
-// blocks of block_kv columns its rows can see (a fixed grid, so a row's result never depends on the
-// thread count) with an online softmax. Grad: pass A, one task per (batch, query head, query block)
-// accumulating dQ; pass B, one task per (batch, kv head, kv block) accumulating dK and dV over the
-// G query heads of its group and the query blocks in order. Threads take tasks t, t + T, t + 2T...
-// (interleaved, so causal work spreads evenly); each task's sums run in one fixed order.
+// GQA stacking: the G = N1 / N2 query heads sharing a kv head run as one block of G x positions rows
+// (position-major, fa_blocks.h), so each kv block is multiplied once per group. Forward: one task per
+// (batch, kv head, block of block_q query positions); a task walks the key/value blocks of block_kv
+// columns its positions can see (a fixed grid, so a row's result never depends on the thread count)
+// with an online softmax. Grad: pass A, one task per (batch, kv head, query block) accumulating dQ;
+// pass B, one task per (batch, kv head, kv block) accumulating dK and dV over the query blocks in
+// order, each block's G x grad_block_q rows summed inside one GEMM. A thread takes the next task as
+// it finishes one (fa::run_tasks, heaviest first under a causal mask, so uneven tasks even out); each
+// task's sums run in one fixed order, so the thread that runs it changes nothing.
 //
-// Workspace: q/k/v (and dy for the grad) packed [B, N, S, D]: widened to fp32 (q pre-multiplied by
-// scale, so S = (scale q) k^T comes out of the GEMM scaled), or for bf16 inputs copied as bf16 (S
-// scaled after the GEMM, dK scaled when stored); the grad's per-row statistics, then one scratch area per thread.
+// Workspace: q/k/v (and dy for the grad) packed [B, N, S, D] (q and dy stacked by group): widened to
+// fp32 (q pre-multiplied by scale, so S = (scale q) k^T comes out of the GEMM scaled), or for bf16
+// inputs copied as bf16 (S scaled after the GEMM, dK scaled when stored); the grad's per-row
+// statistics (stacked rows), then one scratch area per thread.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +33,12 @@ struct FlashAttentionShape {
 
 struct FlashAttentionTiling {
   FlashAttentionShape shape;
-  int64_t block_q = 0, block_kv = 0;   // forward / pass A blocks
+  int64_t group = 1;                   // G = N1 / N2: query heads stacked per block (rows = G x positions)
+  int64_t block_q = 0, block_kv = 0;   // forward / pass A blocks (block_q in query positions)
   int64_t q_blocks = 0, kv_blocks = 0;
-  int64_t tasks = 0;                   // forward / pass A tasks: B * N1 * q_blocks
-  int64_t grad_block_q = 0, grad_block_kv = 0, grad_kv_blocks = 0, grad_kv_tasks = 0;  // pass B (grad only)
+  int64_t tasks = 0;                   // forward / pass A tasks: B * N2 * q_blocks
+  // Pass B (grad only): grad_block_q query positions (G x as many rows) per GEMM, kv blocks of grad_block_kv.
+  int64_t grad_block_q = 0, grad_block_kv = 0, grad_kv_blocks = 0, grad_kv_tasks = 0;
   int threads = 1;
   int64_t q_offset = 0, k_offset = 0, v_offset = 0, dy_offset = 0;  // packed fp32 operands (dy: grad only)
   int64_t stats_offset = 0;            // grad: max, 1/sum, rowsum(dy * out) per query row, fp32 each
