@@ -116,7 +116,7 @@ CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "qwen2": CausalLMFacts("Qwen2"),
     "qwen3": CausalLMFacts("Qwen3"),
     "phi3": CausalLMFacts("Phi3", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "GateUpMLP"), ("Attention", "Attention"))),
-    "olmo2": CausalLMFacts("Olmo2"),
+    "olmo2": CausalLMFacts("Olmo2", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "MLP"), ("Attention", "UpcastRopeAttention"))),
     "granite": CausalLMFacts("Granite", logits_divisor="logits_scaling"),
     "mixtral": CausalLMFacts("Mixtral", blocks=_ROUTED_ONLY_MOE_BLOCKS, router_aux_loss=True),
     "qwen2_moe": CausalLMFacts("Qwen2Moe", blocks=_MOE_BLOCKS, router_aux_loss=True),
@@ -415,7 +415,18 @@ _BLOCK_KINDS: Dict[str, Tuple[str, str, Callable[[type], Dict[str, Callable]]]] 
     "Experts": ("swiglu", "swiglu for each expert's act(gate) * up", _experts_methods),
     "Attention": ("rope", "apply_rotary_pos_emb (rotate-half)",
                   lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb", _rope.apply_rotary_pos_emb)}),
+    "UpcastRopeAttention": ("rope", "apply_rotary_pos_emb (rotate-half in cos / sin's dtype, rounded to q's once)",
+                            lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb",
+                                                                 _apply_rotary_pos_emb_in_trig_dtype)}),
 }
+
+
+def _apply_rotary_pos_emb_in_trig_dtype(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                                        unsqueeze_dim: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
+    """OLMo2's rotary embedding: float32 cos / sin rotate bf16 / fp16 q and k in float32, and the
+    results are rounded back to q's and k's dtypes (its own function upcasts through ``q * cos``)."""
+    q_out, k_out = _rope.apply_rotary_pos_emb(q.to(cos.dtype), k.to(cos.dtype), cos, sin, unsqueeze_dim)
+    return q_out.to(q.dtype), k_out.to(k.dtype)
 
 
 def _silu_classes() -> Tuple[type, ...]:
