@@ -175,13 +175,24 @@ def test_family_training_follows_the_unpatched_model(model_type):
 @pytest.mark.usefixtures("kernels_at_every_size")
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_family_bfloat16_training_follows_the_unpatched_model(model_type):
-    """20 AdamW steps with bf16 weights (attention the model's own: see test_patching's bf16 test)."""
+    """20 AdamW steps with bf16 weights (attention the model's own: see test_patching's bf16 test): the
+    patched model's losses track the unpatched model's. A mixture of experts routes each token to
+    its top-k experts, a choice that a bf16 rounding can flip and later steps then amplify (two bf16
+    runs drift apart by more than bf16 steps): there the patched run must stay as close to the
+    float32 run (same initial weights) as the unpatched bf16 run does."""
     reference, patched = family_pair(model_type, patch_options=dict(attention=False), dtype=torch.bfloat16)
+    float32 = copy.deepcopy(reference).float() if model_type in MOE else None
     want = train(reference, forward=family_forward)
     got = train(patched, forward=family_forward)
-    for step, (a, b) in enumerate(zip(got, want)):
-        assert abs(a - b) <= BF16_LOSS_RTOL * abs(b), f"step {step}: patched {a} vs torch {b}"
     assert want[-1] < want[0] and got[-1] < got[0]
+    if float32 is None:
+        for step, (a, b) in enumerate(zip(got, want)):
+            assert abs(a - b) <= BF16_LOSS_RTOL * abs(b), f"step {step}: patched {a} vs torch {b}"
+        return
+    truth = train(float32, forward=family_forward)
+    drift = max(abs(a - b) / abs(b) for a, b in zip(got, truth))
+    reference_drift = max(abs(a - b) / abs(b) for a, b in zip(want, truth))
+    assert drift <= 2 * reference_drift + BF16_LOSS_RTOL, (drift, reference_drift)
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
@@ -232,8 +243,10 @@ def test_moe_experts_run_swiglu_in_every_experts_implementation(model_type, impl
 def test_moe_router_loss_is_added_as_the_unpatched_model_adds_it(model_type):
     """output_router_logits from the call, or from the config when not given: the fused loss adds
     router_aux_loss_coef times the same auxiliary loss (and the attention mask reaches it); without
-    router logits there is none. The coefficient is read at each call, as the model's own forward does."""
-    reference, patched = family_pair(model_type, output_router_logits=False)
+    router logits there is none. The coefficient is read at each call, as the model's own forward does.
+    (Attention stays the model's own: the reference attends eagerly, whose fully masked padding rows
+    average all keys where SDPA and tilegrad give them 0.)"""
+    reference, patched = family_pair(model_type, patch_options=dict(attention=False), output_router_logits=False)
     tokens, labels = next(batches())
     mask = torch.ones_like(tokens)
     mask[0, :3] = 0
@@ -244,7 +257,7 @@ def test_moe_router_loss_is_added_as_the_unpatched_model_adds_it(model_type):
         assert (got.aux_loss is None) == (want.aux_loss is None) == (not kwargs), kwargs
         if want.aux_loss is not None:
             torch.testing.assert_close(got.aux_loss, want.aux_loss, rtol=1e-6, atol=0)
-            assert len(got.router_logits) == len(want.router_logits) == 2
+            assert len(got.router_logits) == len(want.router_logits) >= 1
         assert abs(got.loss.item() - want.loss.item()) <= 1e-5 * want.loss.item(), kwargs
     reference.config.output_router_logits = patched.config.output_router_logits = True
     reference.router_aux_loss_coef = patched.router_aux_loss_coef = 1.0
