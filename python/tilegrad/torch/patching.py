@@ -921,7 +921,8 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             their forward calls ``super().forward``) as a fused linear cross entropy.
         rms_norm: ``torch.nn.RMSNorm`` -> ``tilegrad.torch.nn.RMSNorm``, and the RMSNorm modules of
             those families (``tgt.rms_norm``).
-        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU only).
+        swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul``, a one-projection
+            MLP's or a mixture's experts' ``act(gate) * up`` as ``tgt.swiglu`` (SiLU only).
         rope: their attention's rotary embedding as ``tgt.apply_rotary_pos_emb``.
         attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
