@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_patching import (  # noqa: E402  (tests/torch is on sys.path: pytest's rootdir-relative imports)
-    BF16_LOSS_RTOL, PATCHED_LOSS_RTOL, assert_same_loss_and_gradients, batches, graph_node_names, has_fused_loss, snapshot, train)
+    BF16_LOSS_RTOL, PATCHED_LOSS_RTOL, assert_same_loss_and_gradients, batches, graph_node_names, has_fused_loss,
+    snapshot, train)
 from tilegrad.torch import _rope  # noqa: E402
 from tilegrad.torch.patching import CAUSAL_LM_FACTS, patch, unpatch  # noqa: E402
 
@@ -34,8 +35,8 @@ FAMILY_CONFIG = {
     "olmo2": dict(pad_token_id=0),
     "granite": dict(embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.2, logits_scaling=3.0),
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=0.1, output_router_logits=True),
-    "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
-                      router_aux_loss_coef=0.1, output_router_logits=True),
+    "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                      shared_expert_intermediate_size=64, router_aux_loss_coef=0.1, output_router_logits=True),
     "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, mlp_only_layers=[1],
                       router_aux_loss_coef=0.1, output_router_logits=True),
 }

@@ -116,7 +116,8 @@ CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "qwen2": CausalLMFacts("Qwen2"),
     "qwen3": CausalLMFacts("Qwen3"),
     "phi3": CausalLMFacts("Phi3", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "GateUpMLP"), ("Attention", "Attention"))),
-    "olmo2": CausalLMFacts("Olmo2", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "MLP"), ("Attention", "UpcastRopeAttention"))),
+    "olmo2": CausalLMFacts("Olmo2", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "MLP"),
+                                            ("Attention", "UpcastRopeAttention"))),
     "granite": CausalLMFacts("Granite", logits_divisor="logits_scaling"),
     "mixtral": CausalLMFacts("Mixtral", blocks=_ROUTED_ONLY_MOE_BLOCKS, router_aux_loss=True),
     "qwen2_moe": CausalLMFacts("Qwen2Moe", blocks=_MOE_BLOCKS, router_aux_loss=True),
@@ -411,7 +412,8 @@ _BLOCK_KINDS: Dict[str, Tuple[str, str, Callable[[type], Dict[str, Callable]]]] 
     "RMSNorm": ("rms_norm", "rms_norm (one rounding in bf16 / fp16; Hugging Face's rounds twice)",
                 lambda cls: {"forward": _rms_norm_forward(cls)}),
     "MLP": ("swiglu", "silu_mul for act_fn(gate_proj(x)) * up_proj(x)", lambda cls: {"forward": _mlp_forward(cls)}),
-    "GateUpMLP": ("swiglu", "swiglu for up * act(gate) of one gate_up_proj", lambda cls: {"forward": _gate_up_mlp_forward(cls)}),
+    "GateUpMLP": ("swiglu", "swiglu for up * act(gate) of one gate_up_proj",
+                  lambda cls: {"forward": _gate_up_mlp_forward(cls)}),
     "Experts": ("swiglu", "swiglu for each expert's act(gate) * up", _experts_methods),
     "Attention": ("rope", "apply_rotary_pos_emb (rotate-half)",
                   lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb", _rope.apply_rotary_pos_emb)}),
@@ -556,8 +558,11 @@ def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
     if not isinstance(decoder, torch.nn.Module):
         return f"it has no decoder module {facts.decoder!r}; its loss is not fused"
     forward_map = _forward_map(library)
-    reason = forward_map if isinstance(forward_map, str) else (_decoder_refusal(library, forward_map, type(decoder), facts)
-                                                                or _router_refusal(module, library, forward_map, facts))
+    if isinstance(forward_map, str):
+        reason = forward_map
+    else:
+        reason = (_decoder_refusal(library, forward_map, type(decoder), facts)
+                  or _router_refusal(module, library, forward_map, facts))
     return facts if reason is None else reason + "; its loss is not fused"
 
 
