@@ -164,12 +164,15 @@ def assert_bf16_gradients_as_close_to_float32_as_the_unpatched(patched_loss, ref
 @pytest.mark.usefixtures("kernels_at_every_size")
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_family_training_follows_the_unpatched_model(model_type):
-    """20 AdamW steps, float32: the patched model's losses track the unpatched model's."""
+    """20 AdamW steps, float32: the patched model's losses track the unpatched model's. (A mixture of
+    experts' top-k routing is discontinuous: float32 sums in another order can flip a near tie a few
+    steps in, measured 1.6e-4 apart at step 15 of Qwen3-MoE on transformers 5.0.)"""
     reference, patched = family_pair(model_type)
     want = train(reference, forward=family_forward)
     got = train(patched, forward=family_forward)
+    rtol = 1e-3 if model_type in MOE else 1e-4
     for step, (a, b) in enumerate(zip(got, want)):
-        assert abs(a - b) <= 1e-4 * max(1.0, abs(b)), f"step {step}: patched {a} vs torch {b}"
+        assert abs(a - b) <= rtol * max(1.0, abs(b)), f"step {step}: patched {a} vs torch {b}"
     assert want[-1] < want[0]
 
 
@@ -213,6 +216,9 @@ def test_family_saves_the_same_keys_and_generates_the_same_tokens(model_type, tm
 
     reference.eval()
     patched.eval()
+    # transformers 5.0's load_balancing_loss_func fails on a cached decoding step (one token's router
+    # logits against the whole attention mask): generate without router logits, as at inference
+    reference.config.output_router_logits = patched.config.output_router_logits = False
     prompt = next(batches())[0][:, :5]
     options = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
     assert torch.equal(patched.generate(prompt, **options), reference.generate(prompt, **options))
