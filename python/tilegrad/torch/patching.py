@@ -691,10 +691,23 @@ def _fused_class(original: type, facts: CausalLMFacts) -> type:
 @functools.lru_cache(maxsize=None)
 def _fused_library_class(library: type, facts: CausalLMFacts) -> type:
     namespace = {"forward": _fused_forward(library, facts, _forward_map(library)), "_tilegrad_original": library,
-                 "_tilegrad_facts": facts}
+                 "_tilegrad_facts": facts, **_source_checks_of(library)}
     return _named_like(library, (_FusedCausalLM, library), namespace,
                        f"{library.__name__} whose training loss is tilegrad's fused linear cross entropy "
                        f"(made by tilegrad.torch.patch).")
+
+
+# transformers' class methods that read the source file of the class's module (a made class's module
+# is this one): whether attention / experts implementations can be switched (generate switches a
+# mixture's experts to batched_mm for decoding)
+_SOURCE_CHECKS = ("_can_set_attn_implementation", "_can_set_experts_implementation")
+
+
+def _source_checks_of(library: type) -> Dict[str, classmethod]:
+    """The library class's answers to transformers' source-reading checks, for the class made from it."""
+    def delegate(name: str) -> classmethod:
+        return classmethod(lambda cls: getattr(library, name)())
+    return {name: delegate(name) for name in _SOURCE_CHECKS if hasattr(library, name)}
 
 
 def _named_like(cls: type, bases: tuple, namespace: Dict[str, Any], doc: Optional[str]) -> type:
