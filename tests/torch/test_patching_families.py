@@ -342,3 +342,21 @@ def test_apply_rotary_pos_emb_matches_phi3s_partial_rotary(partial_rotary_factor
     sum((b * w).sum() for b, w in zip(want, weights)).backward()
     torch.testing.assert_close(q.grad.double(), q64.grad, **tolerance)
     torch.testing.assert_close(k.grad.double(), k64.grad, **tolerance)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_family_patched_model_pickles_whole(model_type):
+    """torch.save / torch.load of a patched model: the same tilegrad classes and the same loss."""
+    import io
+    model = family_model(model_type)
+    patch(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert [type(m) for m in loaded.modules()] == [type(m) for m in model.modules()]
+    assert any(type(m).__name__.startswith("Tilegrad") for m in loaded.modules())
+    tokens, labels = next(batches())
+    model.train()
+    loaded.train()
+    assert torch.equal(loaded(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
