@@ -17,10 +17,10 @@ import tilegrad.torch.nn as tnn  # noqa: E402
 from tilegrad.torch.patching import CAUSAL_LM_FACTS, disable, enable, is_enabled, patch, unpatch  # noqa: E402
 
 VOCAB, HIDDEN, SEQ, BATCH, STEPS = 96, 32, 12, 3, 20
-# the families built from Llama's blocks; Gemma 1 / 2 / 3 (their own norm, activation, embedding and
-# softcaps) are tested in tests/torch/test_patch_gemma.py
-LLAMA_LIKE = [t for t in sorted(CAUSAL_LM_FACTS) if not t.startswith("gemma")]
 LOSS_RTOL = 1e-4  # 20 float32 training steps: tilegrad and torch sum in different orders
+# the families whose small configs below share one shape (Llama's); the others of CAUSAL_LM_FACTS are
+# tested in tests/torch/test_patching_families.py and (Gemma 1 / 2 / 3) tests/torch/test_patch_gemma.py
+DENSE_FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/torch/conftest.py
@@ -343,7 +343,7 @@ def hf_forward(model, tokens, labels):
     return model(input_ids=tokens, labels=labels).loss
 
 
-@pytest.mark.parametrize("model_type", LLAMA_LIKE)
+@pytest.mark.parametrize("model_type", DENSE_FAMILIES)
 def test_hf_causal_lm_patch_and_unpatch(model_type, monkeypatch):
     model = tiny_causal_lm(model_type)
     before = snapshot(model)
@@ -404,7 +404,7 @@ def test_hf_fused_loss_steps_aside_for_a_hook_on_lm_head():
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
-@pytest.mark.parametrize("model_type", LLAMA_LIKE)
+@pytest.mark.parametrize("model_type", DENSE_FAMILIES)
 def test_hf_causal_lm_training_gives_torch_losses(model_type):
     reference, patched = reference_and_patched(model_type)
     assert_losses_match(train(patched, forward=hf_forward), train(reference, forward=hf_forward))
@@ -473,7 +473,7 @@ BF16_LOSS_RTOL = 3e-2  # 20 bf16 steps: a few bf16 ulps (2^-8 relative each) of 
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")  # every decoder block on tilegrad
-@pytest.mark.parametrize("model_type", LLAMA_LIKE)
+@pytest.mark.parametrize("model_type", DENSE_FAMILIES)
 def test_hf_causal_lm_bfloat16_training_follows_torch(model_type):
     """bfloat16 weights, 20 AdamW steps: the patched model's losses stay within bf16 tolerance of the
     unpatched model's. The roundings that differ: Hugging Face's RMSNorm rounds x * rstd to bf16 and
@@ -610,7 +610,7 @@ def _cache_field(output):
     return names[0]
 
 
-@pytest.mark.parametrize("model_type", LLAMA_LIKE)
+@pytest.mark.parametrize("model_type", DENSE_FAMILIES)
 def test_hf_fused_forward_takes_what_the_model_forward_takes(model_type):
     """Every named argument of the model's own forward reaches the decoder under its own name: the
     cache comes back from the fused path exactly as from the model's own forward. (Attention stays
@@ -743,7 +743,7 @@ def _decoder_class_counts(model, prefix):
 
 
 @pytest.mark.usefixtures("kernels_at_every_size")
-@pytest.mark.parametrize("model_type", LLAMA_LIKE)
+@pytest.mark.parametrize("model_type", DENSE_FAMILIES)
 def test_hf_decoder_blocks_run_on_tilegrad_and_unpatch_restores_them(model_type):
     model = tiny_causal_lm(model_type)
     prefix = CAUSAL_LM_FACTS[model_type].prefix
@@ -902,7 +902,7 @@ def assert_same_loss_and_gradients(patched_loss, reference_loss, patched, refere
         assert err <= PATCHED_GRAD_RTOL[dtype] * scale, f"{name}: {err} > {PATCHED_GRAD_RTOL[dtype]} * {scale}"
 
 
-@pytest.mark.parametrize("model_type", LLAMA_LIKE)
+@pytest.mark.parametrize("model_type", DENSE_FAMILIES)
 @pytest.mark.parametrize("on_kernel", [False, True], ids=["composite", "kernel"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("num_items_in_batch", [None, 17])

@@ -177,9 +177,19 @@ def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsquee
                          ) -> Tuple[Tensor, Tensor]:
     """Hugging Face's ``apply_rotary_pos_emb`` (rotate-half) on tilegrad: same signature and result.
 
-    ``cos`` / ``sin`` of shape (batch, seq, head_dim) are unsqueezed at ``unsqueeze_dim`` and
+    ``cos`` / ``sin`` of shape (batch, seq, rotary_dim) are unsqueezed at ``unsqueeze_dim`` and
     broadcast over the heads of ``q`` and ``k`` (which may have different head counts); the
-    backward saves only ``cos`` and ``sin`` (the composite saves rotated copies of q and k).
+    backward saves only ``cos`` and ``sin`` (the composite saves rotated copies of q and k). A
+    ``rotary_dim`` below the head dim (Phi-3's ``partial_rotary_factor``) rotates the first
+    ``rotary_dim`` features of each head and passes the rest through, as Phi-3's own function does.
     """
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    return rotary_position_embedding(q, cos, sin, 0), rotary_position_embedding(k, cos, sin, 0)
+    return _rotate_leading(q, cos, sin), _rotate_leading(k, cos, sin)
+
+
+def _rotate_leading(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Mode-0 rotary embedding of ``x``'s first ``cos.shape[-1]`` features; the others unchanged."""
+    rotary_dim = cos.shape[-1]
+    if rotary_dim >= x.shape[-1]:
+        return rotary_position_embedding(x, cos, sin, 0)
+    return torch.cat((rotary_position_embedding(x[..., :rotary_dim], cos, sin, 0), x[..., rotary_dim:]), dim=-1)

@@ -71,6 +71,15 @@ _sequence = itertools.count()  # orders undo records across modules and roots
 # per-model facts
 
 
+# decoder-block classes ``<prefix><suffix>`` -> the kind of tilegrad subclass patch gives them (see _BLOCK_KINDS)
+_STANDARD_BLOCKS = (("RMSNorm", "RMSNorm"), ("MLP", "MLP"), ("Attention", "Attention"))
+# mixture of experts: the standard blocks (MLP: the shared or dense-layer expert) and the routed experts
+_MOE_BLOCKS = _STANDARD_BLOCKS + (("Experts", "Experts"),)
+_ROUTED_ONLY_MOE_BLOCKS = (("RMSNorm", "RMSNorm"), ("Attention", "Attention"), ("Experts", "Experts"))
+_GEMMA_BLOCKS = (("RMSNorm", "OffsetRMSNorm"), ("MLP", "MLP"), ("Attention", "Attention"),
+                 ("TextScaledWordEmbedding", "TextScaledWordEmbedding"))
+
+
 @dataclasses.dataclass(frozen=True)
 class CausalLMFacts:
     """Where a Hugging Face causal LM keeps the parts the fused loss needs.
@@ -82,18 +91,25 @@ class CausalLMFacts:
     names are not listed: the fused forward reads them from the library class's own signature.
 
     ``prefix``: the family's class-name prefix in ``transformers.models.<modeling>.modeling_<modeling>``
-    (``modeling``: the model type unless given), where ``<prefix>RMSNorm``, ``<prefix>MLP``,
-    ``<prefix>Attention`` (which applies the rotary embedding through that module's
-    ``apply_rotary_pos_emb``) and ``<prefix>TextScaledWordEmbedding`` are the decoder-block classes
-    patch replaces. ``norm_weight_offset``: the family's RMSNorm multiplies by ``weight + offset``
-    computed in float32 (Gemma's ``1 + weight``; its epsilon is ``eps``, Llama's ``variance_epsilon``).
+    (``modeling``: the model type unless given); ``blocks``: the decoder-block classes patch replaces
+    there, ``(suffix, kind)`` pairs naming the class ``<prefix><suffix>`` and what its tilegrad subclass
+    does (``_BLOCK_KINDS``; the attention applies the rotary embedding through that module's
+    ``apply_rotary_pos_emb``; Gemma's RMSNorm multiplies by ``1 + weight`` computed in float32).
+
+    ``logits_divisor``: the config attribute the head divides the logits by (Granite's
+    ``logits_scaling``); the fused loss divides the hidden states (and the head's bias) instead.
+    ``router_aux_loss``: a mixture of experts whose forward adds ``router_aux_loss_coef`` times its
+    module's ``load_balancing_loss_func`` of the router logits (with ``output_router_logits``); the
+    fused forward adds the same term, computed by that same function.
     """
 
     prefix: str
     decoder: str = "model"
     lm_head: str = "lm_head"
+    blocks: Tuple[Tuple[str, str], ...] = _STANDARD_BLOCKS
+    logits_divisor: Optional[str] = None
+    router_aux_loss: bool = False
     modeling: Optional[str] = None
-    norm_weight_offset: float = 0.0
 
     def modeling_module(self, model_type: str) -> str:
         """The name of the family's modeling module (loaded or not)."""
@@ -101,16 +117,23 @@ class CausalLMFacts:
         return f"transformers.models.{name}.modeling_{name}"
 
 
-# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py (Gemma 1 / 2 / 3:
-# tests/torch/test_patch_gemma.py)
+# keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py (the first
+# four), tests/torch/test_patching_families.py and tests/torch/test_patch_gemma.py (Gemma 1 / 2 / 3)
 CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "llama": CausalLMFacts("Llama"),
     "mistral": CausalLMFacts("Mistral"),
     "qwen2": CausalLMFacts("Qwen2"),
     "qwen3": CausalLMFacts("Qwen3"),
-    "gemma": CausalLMFacts("Gemma", norm_weight_offset=1.0),
-    "gemma2": CausalLMFacts("Gemma2", norm_weight_offset=1.0),
-    "gemma3_text": CausalLMFacts("Gemma3", modeling="gemma3", norm_weight_offset=1.0),  # Gemma3ForCausalLM
+    "gemma": CausalLMFacts("Gemma", blocks=_GEMMA_BLOCKS),
+    "gemma2": CausalLMFacts("Gemma2", blocks=_GEMMA_BLOCKS),
+    "gemma3_text": CausalLMFacts("Gemma3", modeling="gemma3", blocks=_GEMMA_BLOCKS),  # Gemma3ForCausalLM
+    "phi3": CausalLMFacts("Phi3", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "GateUpMLP"), ("Attention", "Attention"))),
+    "olmo2": CausalLMFacts("Olmo2", blocks=(("RMSNorm", "RMSNorm"), ("MLP", "MLP"),
+                                            ("Attention", "UpcastRopeAttention"))),
+    "granite": CausalLMFacts("Granite", logits_divisor="logits_scaling"),
+    "mixtral": CausalLMFacts("Mixtral", blocks=_ROUTED_ONLY_MOE_BLOCKS, router_aux_loss=True),
+    "qwen2_moe": CausalLMFacts("Qwen2Moe", blocks=_MOE_BLOCKS, router_aux_loss=True),
+    "qwen3_moe": CausalLMFacts("Qwen3Moe", blocks=_MOE_BLOCKS, router_aux_loss=True),
 }
 
 # the parameters of a causal-LM forward that the fused path reads itself; every other named
@@ -290,59 +313,44 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
 def _decoder_block_rules(rms_norm: bool, swiglu: bool, rope: bool, embedding: bool = True
                          ) -> Dict[type, Tuple[type, Dict[str, Any]]]:
     """The Hugging Face decoder-block classes of the loaded families -> tilegrad's subclasses of them."""
-    wanted = [kind for kind, on in (("RMSNorm", rms_norm), ("MLP", swiglu), ("Attention", rope),
-                                    ("TextScaledWordEmbedding", embedding)) if on]
+    wanted = {"rms_norm": rms_norm, "swiglu": swiglu, "rope": rope, "embedding": embedding}
     rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
     for model_type, facts in CAUSAL_LM_FACTS.items():
         modeling = sys.modules.get(facts.modeling_module(model_type))
-        for kind in wanted:
-            cls = getattr(modeling, facts.prefix + kind, None)
-            if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
-                rules[cls] = (_tilegrad_subclass(cls, kind, facts.norm_weight_offset), {})
+        for suffix, kind in facts.blocks:
+            cls = getattr(modeling, facts.prefix + suffix, None)
+            if wanted[_BLOCK_KINDS[kind][0]] and isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+                rules[cls] = (_tilegrad_subclass(cls, kind), {})
     return rules
 
 
 @functools.lru_cache(maxsize=None)
-def _tilegrad_subclass(cls: type, kind: str, norm_weight_offset: float = 0.0) -> type:
-    """``Tilegrad<cls>``: ``cls`` with tilegrad's RMSNorm, silu_mul / gelu_mul, rotary embedding or
-    embedding in its forward.
+def _tilegrad_subclass(cls: type, kind: str) -> type:
+    """``Tilegrad<cls>``: ``cls`` with tilegrad's RMSNorm, silu_mul / gelu_mul / swiglu, rotary embedding
+    or embedding in its forward.
 
     Made once per class and kept as an attribute of this module, so a pickled patched model loads
     again (``__getattr__`` below rebuilds it in a new process)."""
-    if kind == "Attention":
-        forward = _with_global(cls.forward, "apply_rotary_pos_emb", _rope.apply_rotary_pos_emb)
-    elif kind == "RMSNorm":
-        forward = _rms_norm_forward(cls, norm_weight_offset)
-    else:
-        forward = {"MLP": _mlp_forward, "TextScaledWordEmbedding": _scaled_embedding_forward}[kind](cls)
+    _, doc, methods = _BLOCK_KINDS[kind]
     name = f"Tilegrad{cls.__name__}"
-    subclass = type(name, (cls,), {"forward": forward, "__module__": __name__, "__qualname__": name,
-                                   "__doc__": f"{cls.__name__} with tilegrad's {_KIND_DOC[kind]}."})
+    subclass = type(name, (cls,), {**methods(cls), "__module__": __name__, "__qualname__": name,
+                                   "__doc__": f"{cls.__name__} with tilegrad's {doc}."})
     globals()[name] = subclass
     return subclass
-
-
-_KIND_DOC = {"RMSNorm": "rms_norm (one rounding in bf16 / fp16; Hugging Face's rounds twice)",
-             "MLP": "silu_mul / gelu_mul for act_fn(gate_proj(x)) * up_proj(x)",
-             "Attention": "apply_rotary_pos_emb (rotate-half)",
-             "TextScaledWordEmbedding": "embedding (deterministic backward), then the scale"}
 
 
 def __getattr__(name: str):
     """``Tilegrad<Family><Kind>`` classes on first use (unpickling a patched model in a new process)."""
     for model_type, facts in CAUSAL_LM_FACTS.items():
-        for kind in _KIND_DOC:
-            if name == f"Tilegrad{facts.prefix}{kind}":
+        for suffix, kind in facts.blocks:
+            if name == f"Tilegrad{facts.prefix}{suffix}":
                 import importlib
                 modeling = importlib.import_module(facts.modeling_module(model_type))
-                return _tilegrad_subclass(getattr(modeling, facts.prefix + kind), kind, facts.norm_weight_offset)
+                return _tilegrad_subclass(getattr(modeling, facts.prefix + suffix), kind)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _rms_norm_forward(base: type, weight_offset: float = 0.0) -> Callable:
-    if weight_offset:
-        return _offset_rms_norm_forward(weight_offset)
-
+def _rms_norm_forward(base: type) -> Callable:
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         weight = self.weight
         if weight.dtype != hidden_states.dtype:  # Hugging Face returns weight * x in the promoted dtype
@@ -398,6 +406,93 @@ def _scaled_embedding_forward(base: type) -> Callable:
                             self.scale_grad_by_freq, self.sparse)
         return rows * self.embed_scale.to(self.weight.dtype)
     return forward
+
+
+def _gate_up_mlp_forward(base: type) -> Callable:
+    """Phi-3's MLP: one projection to ``[gate, up]``, then ``up * act(gate)``: SwiGLU on one tensor."""
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if not isinstance(self.activation_fn, _silu_classes()):
+            return base.forward(self, hidden_states)
+        return self.down_proj(_swiglu.swiglu(self.gate_up_proj(hidden_states)))
+    return forward
+
+
+def _experts_methods(base: type) -> Dict[str, Callable]:
+    """transformers' fused experts (3-D ``gate_up_proj`` ``(E, 2I, H)`` and ``down_proj`` ``(E, H, I)``):
+    their batched / grouped implementations gate through ``_apply_gate`` (``act(gate) * up`` on the
+    ``[gate, up]`` rows), here SwiGLU on one tensor; the eager implementation (a loop over the
+    experts hit) runs the same loop with it. Other layouts and activations keep the model's own code."""
+    base_apply_gate = getattr(base, "_apply_gate", None)
+
+    def plain_swiglu(self) -> bool:
+        return (isinstance(self.act_fn, _silu_classes()) and getattr(self, "is_concatenated", True)
+                and getattr(self, "has_gate", True))
+
+    def _apply_gate(self, gate_up_out: torch.Tensor) -> torch.Tensor:
+        if not plain_swiglu(self):
+            return base_apply_gate(self, gate_up_out)
+        return _swiglu.swiglu(gate_up_out)
+
+    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+                ) -> torch.Tensor:
+        implementation = getattr(getattr(self, "config", None), "_experts_implementation", "eager")
+        if (implementation not in (None, "eager") or not plain_swiglu(self) or getattr(self, "has_bias", False)
+                or getattr(self, "is_transposed", False)):
+            return base.forward(self, hidden_states, top_k_index, top_k_weights)
+        return _eager_experts(self, hidden_states, top_k_index, top_k_weights)
+
+    methods = {"forward": forward}
+    if base_apply_gate is not None:
+        methods["_apply_gate"] = _apply_gate
+    return methods
+
+
+def _eager_experts(experts: torch.nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                   top_k_weights: torch.Tensor) -> torch.Tensor:
+    """Each token's top-k experts, one expert at a time over the tokens routed to it: the tokens'
+    ``down(swiglu(gate_up(x)))`` times their routing weight, added into their output rows."""
+    out = torch.zeros_like(hidden_states)
+    with torch.no_grad():  # (expert, k, token) routing table; an index past the last expert routes nowhere
+        routed = F.one_hot(top_k_index, num_classes=experts.num_experts + 1).permute(2, 1, 0)
+        hit = torch.greater(routed.sum(dim=(-1, -2)), 0).nonzero()
+    for expert in hit[:, 0]:
+        if expert == experts.num_experts:
+            continue
+        slot, token = torch.where(routed[expert])
+        inner = _swiglu.swiglu(F.linear(hidden_states[token], experts.gate_up_proj[expert]))
+        expert_out = F.linear(inner, experts.down_proj[expert]) * top_k_weights[token, slot, None]
+        out.index_add_(0, token, expert_out.to(out.dtype))
+    return out
+
+
+# kind -> (the patch() flag that enables it, what the subclass does, its methods made from the base class)
+_BLOCK_KINDS: Dict[str, Tuple[str, str, Callable[[type], Dict[str, Callable]]]] = {
+    "RMSNorm": ("rms_norm", "rms_norm (one rounding in bf16 / fp16; Hugging Face's rounds twice)",
+                lambda cls: {"forward": _rms_norm_forward(cls)}),
+    "MLP": ("swiglu", "silu_mul / gelu_mul for act_fn(gate_proj(x)) * up_proj(x)",
+            lambda cls: {"forward": _mlp_forward(cls)}),
+    "OffsetRMSNorm": ("rms_norm", "rms_norm with weight_offset=1 (Gemma's float32 x * rstd * (1 + weight))",
+                      lambda cls: {"forward": _offset_rms_norm_forward(1.0)}),
+    "TextScaledWordEmbedding": ("embedding", "embedding (deterministic backward), then the scale",
+                                lambda cls: {"forward": _scaled_embedding_forward(cls)}),
+    "GateUpMLP": ("swiglu", "swiglu for up * act(gate) of one gate_up_proj",
+                  lambda cls: {"forward": _gate_up_mlp_forward(cls)}),
+    "Experts": ("swiglu", "swiglu for each expert's act(gate) * up", _experts_methods),
+    "Attention": ("rope", "apply_rotary_pos_emb (rotate-half)",
+                  lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb",
+                                                       _rope.apply_rotary_pos_emb)}),
+    "UpcastRopeAttention": ("rope", "apply_rotary_pos_emb (rotate-half in cos / sin's dtype, rounded to q's once)",
+                            lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb",
+                                                                 _apply_rotary_pos_emb_in_trig_dtype)}),
+}
+
+
+def _apply_rotary_pos_emb_in_trig_dtype(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                                        unsqueeze_dim: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
+    """OLMo2's rotary embedding: float32 cos / sin rotate bf16 / fp16 q and k in float32, and the
+    results are rounded back to q's and k's dtypes (its own function upcasts through ``q * cos``)."""
+    q_out, k_out = _rope.apply_rotary_pos_emb(q.to(cos.dtype), k.to(cos.dtype), cos, sin, unsqueeze_dim)
+    return q_out.to(q.dtype), k_out.to(k.dtype)
 
 
 def _silu_classes() -> Tuple[type, ...]:
@@ -473,6 +568,7 @@ class _ForwardMap:
     passed: Tuple[str, ...]
     output_class: type
     output_fields: Tuple[str, ...]
+    library: Optional[type] = None  # the causal-LM class whose forward this is
 
     def bind(self, args: tuple, kwargs: Dict[str, Any]) -> Optional[Tuple[Dict[str, Any], Dict[str, Any]]]:
         """``(named arguments with the defaults filled in, the **kwargs rest)`` as the library forward
@@ -526,7 +622,11 @@ def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
     if not isinstance(decoder, torch.nn.Module):
         return f"it has no decoder module {facts.decoder!r}; its loss is not fused"
     forward_map = _forward_map(library)
-    reason = forward_map if isinstance(forward_map, str) else _decoder_refusal(library, forward_map, type(decoder))
+    if isinstance(forward_map, str):
+        reason = forward_map
+    else:
+        reason = (_decoder_refusal(library, forward_map, type(decoder), facts)
+                  or _router_refusal(module, library, forward_map, facts))
     return facts if reason is None else reason + "; its loss is not fused"
 
 
@@ -550,7 +650,7 @@ def _forward_map(library: type) -> Union[_ForwardMap, str]:
                        defaults={p.name: p.default for p in named},
                        passed=tuple(p.name for p in named if p.name not in _CONSUMED_PARAMETERS),
                        output_class=output_class,
-                       output_fields=tuple(f.name for f in dataclasses.fields(output_class)))
+                       output_fields=tuple(f.name for f in dataclasses.fields(output_class)), library=library)
 
 
 def _output_class(signature: inspect.Signature) -> type:
@@ -562,14 +662,43 @@ def _output_class(signature: inspect.Signature) -> type:
     return CausalLMOutputWithPast
 
 
-def _decoder_refusal(library: type, forward_map: _ForwardMap, decoder_cls: type) -> Optional[str]:
-    """Why the decoder cannot take what the library forward hands it, else None."""
+def _decoder_refusal(library: type, forward_map: _ForwardMap, decoder_cls: type, facts: CausalLMFacts
+                     ) -> Optional[str]:
+    """Why the decoder cannot take what the library forward hands it, else None. A mixture of experts'
+    decoder takes ``output_router_logits`` in its ``**kwargs`` (transformers' output capturing reads it)."""
     decoder_parameters = inspect.signature(decoder_cls.forward).parameters
-    not_taken = [name for name in forward_map.passed if name not in decoder_parameters]
+    in_kwargs = ({_ROUTER_PARAMETER} if facts.router_aux_loss
+                 and any(p.kind is p.VAR_KEYWORD for p in decoder_parameters.values()) else set())
+    not_taken = [name for name in forward_map.passed if name not in decoder_parameters and name not in in_kwargs]
     if not_taken:
         return (f"{library.__name__}.forward takes {', '.join(map(repr, not_taken))}, which "
                 f"{decoder_cls.__name__}.forward does not")
     return None
+
+
+_ROUTER_PARAMETER = "output_router_logits"
+# what a mixture-of-experts causal LM's forward reads from itself to add the router's auxiliary loss
+_ROUTER_ATTRIBUTES = ("num_experts", "num_experts_per_tok", "router_aux_loss_coef")
+
+
+def _router_refusal(module: torch.nn.Module, library: type, forward_map: _ForwardMap, facts: CausalLMFacts
+                    ) -> Optional[str]:
+    """Why the router's auxiliary loss cannot be added as the library forward adds it, else None."""
+    if not facts.router_aux_loss:
+        return None
+    if _ROUTER_PARAMETER not in forward_map.passed or "aux_loss" not in forward_map.output_fields:
+        return f"{library.__name__}.forward takes no {_ROUTER_PARAMETER!r} or returns no 'aux_loss'"
+    if _load_balancing_loss(library) is None:
+        return f"{library.__module__} has no load_balancing_loss_func (the router's auxiliary loss)"
+    missing = [name for name in _ROUTER_ATTRIBUTES if not hasattr(module, name)]
+    if missing:
+        return f"it has no {', '.join(missing)} (the router's auxiliary loss)"
+    return None
+
+
+def _load_balancing_loss(library: type) -> Optional[Callable]:
+    """The family's own auxiliary-loss function, the one its forward calls."""
+    return getattr(sys.modules.get(library.__module__), "load_balancing_loss_func", None)
 
 
 def _standard_causal_lm_loss() -> Optional[Callable]:
@@ -625,10 +754,23 @@ def _fused_class(original: type, facts: CausalLMFacts) -> type:
 @functools.lru_cache(maxsize=None)
 def _fused_library_class(library: type, facts: CausalLMFacts) -> type:
     namespace = {"forward": _fused_forward(library, facts, _forward_map(library)), "_tilegrad_original": library,
-                 "_tilegrad_facts": facts}
+                 "_tilegrad_facts": facts, **_source_checks_of(library)}
     return _named_like(library, (_FusedCausalLM, library), namespace,
                        f"{library.__name__} whose training loss is tilegrad's fused linear cross entropy "
                        f"(made by tilegrad.torch.patch).")
+
+
+# transformers' class methods that read the source file of the class's module (a made class's module
+# is this one): whether attention / experts implementations can be switched (generate switches a
+# mixture's experts to batched_mm for decoding)
+_SOURCE_CHECKS = ("_can_set_attn_implementation", "_can_set_experts_implementation")
+
+
+def _source_checks_of(library: type) -> Dict[str, classmethod]:
+    """The library class's answers to transformers' source-reading checks, for the class made from it."""
+    def delegate(name: str) -> classmethod:
+        return classmethod(lambda cls: getattr(library, name)())
+    return {name: delegate(name) for name in _SOURCE_CHECKS if hasattr(library, name)}
 
 
 def _named_like(cls: type, bases: tuple, namespace: Dict[str, Any], doc: Optional[str]) -> type:
@@ -687,17 +829,37 @@ def _fused_causal_lm_output(model: torch.nn.Module, facts: CausalLMFacts, forwar
     return_dict = options.pop("return_dict", None)
     if return_dict is None:
         return_dict = getattr(model.config, "return_dict", True)
+    if facts.router_aux_loss and named[_ROUTER_PARAMETER] is None:  # as the library forward: the config's default
+        named = {**named, _ROUTER_PARAMETER: model.config.output_router_logits}
     outputs = getattr(model, facts.decoder)(**{name: named[name] for name in forward_map.passed}, **options)
-    loss = _fused_causal_lm_loss(outputs.last_hidden_state, getattr(model, facts.lm_head), named["labels"],
+    loss = _fused_causal_lm_loss(*_head_input(model, facts, outputs.last_hidden_state), named["labels"],
                                  softcap=getattr(model.config, "final_logit_softcapping", None), **options)
-    values = {name: loss if name == "loss" else None if name == "logits" else getattr(outputs, name, None)
+    fields = {"loss": loss, "logits": None}
+    if facts.router_aux_loss and named[_ROUTER_PARAMETER]:
+        fields["aux_loss"] = aux_loss = _load_balancing_loss(forward_map.library)(
+            outputs.router_logits, model.num_experts, model.num_experts_per_tok, named["attention_mask"])
+        fields["loss"] = loss + model.router_aux_loss_coef * aux_loss.to(loss.device)
+    values = {name: fields[name] if name in fields else getattr(outputs, name, None)
               for name in forward_map.output_fields}
     if return_dict:
         return forward_map.output_class(**values)
     return tuple(value for name, value in values.items() if value is not None or name == "logits")
 
 
-def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels: torch.Tensor, *,
+def _head_input(model: torch.nn.Module, facts: CausalLMFacts, hidden: torch.Tensor
+                ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """The hidden states, weight and bias whose product is the logits the model's loss sees: with a
+    ``logits_divisor`` (``lm_head(h) / s``), ``h / s`` and ``bias / s`` (exact for a power of two)."""
+    lm_head = getattr(model, facts.lm_head)
+    weight, bias = lm_head.weight, lm_head.bias
+    if facts.logits_divisor is not None:
+        divisor = getattr(model.config, facts.logits_divisor)
+        hidden, bias = hidden / divisor, None if bias is None else bias / divisor
+    return hidden, weight, bias
+
+
+def _fused_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                          labels: torch.Tensor, *,
                           num_items_in_batch=None, ignore_index: int = -100, shift_labels=None,
                           softcap: Optional[float] = None, **_: Any) -> torch.Tensor:
     """transformers' ForCausalLMLoss (tokens < n predict n; mean over non-ignored tokens, or sum /
@@ -710,7 +872,7 @@ def _fused_causal_lm_loss(hidden: torch.Tensor, lm_head: torch.nn.Linear, labels
         shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
     shift_labels = shift_labels.to(hidden.device).reshape(hidden.shape[:-1])
     reduction = "sum" if num_items_in_batch is not None else "mean"
-    loss = TF.linear_cross_entropy(hidden, lm_head.weight, shift_labels, linear_bias=lm_head.bias,
+    loss = TF.linear_cross_entropy(hidden, weight, shift_labels, linear_bias=bias,
                                    reduction=reduction, ignore_index=ignore_index, loss_dtype=torch.float32,
                                    softcap=softcap)
     if num_items_in_batch is not None:
@@ -853,7 +1015,8 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
         rms_norm: ``torch.nn.RMSNorm`` -> ``tilegrad.torch.nn.RMSNorm``, and the RMSNorm modules of
             those families (``tgt.rms_norm``; Gemma's ``1 + weight`` form with ``weight_offset=1.0``).
         swiglu: their MLP's ``act_fn(gate_proj(x)) * up_proj(x)`` as ``tgt.silu_mul`` (SiLU) or
-            ``tgt.gelu_mul`` (torch's GELU, Gemma's ``gelu_pytorch_tanh``); other activations keep it.
+            ``tgt.gelu_mul`` (torch's GELU, Gemma's ``gelu_pytorch_tanh``; other activations keep it), a
+            one-projection MLP's or a mixture's experts' ``act(gate) * up`` as ``tgt.swiglu`` (SiLU only).
         rope: their attention's rotary embedding as ``tgt.apply_rotary_pos_emb``.
         attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
