@@ -82,6 +82,8 @@ CROSSOVER = {
     "binary_cross_entropy_with_logits": {_F32: 1 << 14, _F16: 1 << 14, _BF16: 1 << 14},
     # benchmarks/bench_decoder.py --crossover (1 thread, process CPU time): input elements.
     "rms_norm": {_F16: 8192, _BF16: 8192},
+    # input elements (x1's); rms_norm's sizes until bench_decoder.py --crossover measures the fused add
+    "add_rms_norm": {_F16: 8192, _BF16: 8192},
     "silu_mul": {_F32: 65536, _F16: 131072, _BF16: 131072},
     "swiglu": {_F32: 65536, _F16: 131072, _BF16: 131072},  # silu_mul's kernels on one tensor: its sizes
     "rope": {_F16: 16384, _BF16: 16384},
