@@ -18,12 +18,9 @@ import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import patching  # noqa: E402
 from tilegrad.torch.patching import CAUSAL_LM_FACTS, patch, unpatch  # noqa: E402
 from reference.torch_compare import autograd_node_names  # noqa: E402  (tests/torch/conftest.py)
+from reference.torch_compare import assert_same_loss_and_gradients as same_loss_and_gradients  # noqa: E402
 
 VOCAB, HIDDEN, SEQ, BATCH, LAYERS = 96, 32, 12, 3, 2
-# float32: tilegrad and torch sum in other orders (measured ~1e-7 of the largest value); bfloat16:
-# tilegrad rounds RMSNorm once where Hugging Face rounds twice (a few bf16 ulps)
-LOSS_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -8}
-GRAD_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -5}
 # every other patch off: the fused residual add alone against the unpatched model
 ONLY_ADD_RMS_NORM = dict(silu=False, embedding=False, cross_entropy=False, binary_cross_entropy_with_logits=False,
                          linear_cross_entropy=False, rms_norm=False, swiglu=False, rope=False, attention=False,
@@ -68,18 +65,11 @@ def layer_key(model_type):
 
 
 def assert_same_loss_and_gradients(patched, reference, dtype, **forward_options):
+    """One training step of both on the same batch: the same loss and every parameter gradient."""
     tokens, labels = tokens_and_labels()
     got = patched(input_ids=tokens, labels=labels, **forward_options).loss
     want = reference(input_ids=tokens, labels=labels, **forward_options).loss
-    assert abs(got.item() - want.item()) <= LOSS_RTOL[dtype] * abs(want.item()), (got.item(), want.item())
-    got.backward()
-    want.backward()
-    grads = dict(reference.named_parameters())
-    for name, p in patched.named_parameters():
-        expected = grads[name].grad.double()
-        assert p.grad is not None, name
-        err = (p.grad.double() - expected).abs().max().item()
-        assert err <= GRAD_RTOL[dtype] * expected.abs().max().item(), (name, err)
+    same_loss_and_gradients(got, want, patched, reference, dtype)
     return got
 
 
