@@ -143,15 +143,17 @@ CASES = _cases()
 
 def test_every_registered_op_has_an_opcheck_case():
     """Here or, for the decoder-block ops, in test_decoder.py (the linear ops: test_linear.py;
-    attention's: test_attention.py)."""
+    attention's: test_attention.py; add_rms_norm's: test_torch_add_rms_norm.py)."""
     from test_attention import _opcheck_cases as attention_opcheck_cases
+    from test_torch_add_rms_norm import _opcheck_cases as add_rms_norm_opcheck_cases
     from test_decoder import _opcheck_cases as decoder_opcheck_cases
     from test_linear import _opcheck_cases as linear_opcheck_cases
     registered = {name.split("::", 1)[1] for name in torch._C._dispatch_get_all_op_names()
                   if name.startswith("tilegrad::")}
     assert registered == ({name for name, _, _ in CASES} | {name for name, _ in decoder_opcheck_cases()}
                           | {name for name, _ in linear_opcheck_cases()}
-                          | {name for name, _ in attention_opcheck_cases()})
+                          | {name for name, _ in attention_opcheck_cases()}
+                          | {name for name, _ in add_rms_norm_opcheck_cases()})
 
 
 @pytest.mark.parametrize("name,case,args", CASES, ids=[f"{n}-{c}" for n, c, _ in CASES])
