@@ -43,6 +43,7 @@ CROSSOVER_ROWS = {
     "embedding": ("`embedding`", "output elements (16-bit: the composite would widen the whole table)"),
     "binary_cross_entropy_with_logits": ("`binary_cross_entropy_with_logits`", "input elements"),
     "rms_norm": ("`rms_norm`", "input elements"),
+    "add_rms_norm": ("`add_rms_norm`", "elements of `x1` (RMSNorm's sizes until measured)"),
     "layer_norm": ("`layer_norm`", "input elements (RMSNorm's sizes until measured)"),
     "silu_mul": ("`silu_mul`", "elements of `gate`"),
     "swiglu": ("`swiglu`", "input elements"),

@@ -65,3 +65,27 @@ def penalty_grads(fn, inputs) -> tuple:
     out = fn(*inputs)
     (g,) = torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
     return torch.autograd.grad(g.pow(2).sum(), inputs)
+
+
+# float32 parameters: tilegrad and torch sum in other orders (measured: loss 1e-7, gradients 6e-7 of
+# the tensor's largest value); bfloat16: the roundings listed in
+# test_hf_causal_lm_bfloat16_training_follows_torch (measured: loss 1.1e-5, gradients 1.1e-2, i.e.
+# a few bf16 ulps), relative to the largest value of the tensor
+PATCHED_LOSS_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -8}
+PATCHED_GRAD_RTOL = {torch.float32: 1e-5, torch.bfloat16: 2 ** -5}
+
+
+def assert_same_loss_and_gradients(patched_loss, reference_loss, patched, reference, dtype):
+    """One loss and every parameter gradient of two models with the same weights (a patched model and
+    its unpatched twin), within dtype's tolerance."""
+    assert patched_loss.dtype == reference_loss.dtype == torch.float32
+    assert abs(patched_loss.item() - reference_loss.item()) <= PATCHED_LOSS_RTOL[dtype] * abs(reference_loss.item())
+    patched_loss.backward()
+    reference_loss.backward()
+    grads = dict(reference.named_parameters())
+    for name, p in patched.named_parameters():
+        want = grads[name].grad.double()
+        assert p.grad is not None, name
+        scale = want.abs().max().item()
+        err = (p.grad.double() - want).abs().max().item()
+        assert err <= PATCHED_GRAD_RTOL[dtype] * scale, f"{name}: {err} > {PATCHED_GRAD_RTOL[dtype]} * {scale}"

@@ -352,7 +352,7 @@ def test_patched_hf_model_gives_the_unpatched_losses_and_gradients(model_type, p
         attention_mask = torch.ones(2, 11, dtype=torch.long)
         attention_mask[1, :3] = 0  # left padding on the second sequence
     summary = tgt.patch(patched, silu=False, embedding=False, linear_cross_entropy=False, rms_norm=False,
-                        swiglu=False, rope=False, linear=False)
+                        swiglu=False, rope=False, linear=False, add_rms_norm=False)
     assert patched.config._attn_implementation == "tilegrad"
     assert [r.before for r in summary] == ["'sdpa'"]
     calls = []

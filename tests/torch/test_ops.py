@@ -144,8 +144,9 @@ CASES = _cases()
 def test_every_registered_op_has_an_opcheck_case():
     """Here or, for the decoder-block ops, in test_decoder.py (the linear ops: test_linear.py;
     attention's: test_attention.py; GELU's and gelu_mul's: test_gelu_geglu.py; LayerNorm's:
-    test_layer_norm_torch.py)."""
+    test_layer_norm_torch.py; add_rms_norm's: test_torch_add_rms_norm.py)."""
     from test_attention import _opcheck_cases as attention_opcheck_cases
+    from test_torch_add_rms_norm import _opcheck_cases as add_rms_norm_opcheck_cases
     from test_decoder import _opcheck_cases as decoder_opcheck_cases
     from test_gelu_geglu import _opcheck_cases as gelu_opcheck_cases
     from test_layer_norm_torch import _opcheck_cases as layer_norm_opcheck_cases
@@ -156,7 +157,8 @@ def test_every_registered_op_has_an_opcheck_case():
                           | {name for name, _ in linear_opcheck_cases()}
                           | {name for name, _ in attention_opcheck_cases()}
                           | {name for name, _ in gelu_opcheck_cases()}
-                          | {name for name, _ in layer_norm_opcheck_cases()})
+                          | {name for name, _ in layer_norm_opcheck_cases()}
+                          | {name for name, _ in add_rms_norm_opcheck_cases()})
 
 
 @pytest.mark.parametrize("name,case,args", CASES, ids=[f"{n}-{c}" for n, c, _ in CASES])

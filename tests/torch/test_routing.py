@@ -41,6 +41,7 @@ def _small_calls():
         "linear_cross_entropy": (tgt.linear_cross_entropy, r(6, 8, dtype=torch.float32),
                                  r(32, 8, dtype=torch.float32), target),
         "rms_norm": (lambda x: tgt.rms_norm(x, (32,)), r(6, 32)),
+        "add_rms_norm": (lambda a, b, w: tgt.add_rms_norm(a, b, w)[0], r(6, 32), r(6, 32), r(32)),
         "silu_mul": (tgt.silu_mul, r(6, 32), r(6, 32)),
         "swiglu": (tgt.swiglu, r(6, 32)),
         "gelu": (tgt.gelu, r(6, 32)),
@@ -86,9 +87,9 @@ def test_compile_takes_the_tilegrad_op_below_the_crossover(name):
 # The family module each public function lives in (issue 30: one module per operator family).
 FAMILY = {"silu": "_silu", "cross_entropy": "_cross_entropy", "embedding": "_embedding",
           "binary_cross_entropy_with_logits": "_bce", "linear_cross_entropy": "_linear_cross_entropy",
-          "rms_norm": "_rms_norm", "silu_mul": "_swiglu", "swiglu": "_swiglu", "rotary_position_embedding": "_rope",
-          "apply_rotary_pos_emb": "_rope", "linear": "_linear", "scaled_dot_product_attention": "_attention",
-          "gelu": "_gelu", "gelu_mul": "_gelu", "geglu": "_gelu"}
+          "rms_norm": "_rms_norm", "add_rms_norm": "_add_rms_norm", "silu_mul": "_swiglu", "swiglu": "_swiglu",
+          "rotary_position_embedding": "_rope", "apply_rotary_pos_emb": "_rope", "linear": "_linear",
+          "scaled_dot_product_attention": "_attention", "gelu": "_gelu", "gelu_mul": "_gelu", "geglu": "_gelu"}
 KERNEL_NODES = ("Tilegrad", "LinearCrossEntropyFunction")
 
 
@@ -138,7 +139,7 @@ def test_route_order(monkeypatch):
 def test_every_function_has_its_own_crossover_entry():
     """swiglu used silu_mul's entry; each function now names its own (a missing dtype: no crossover)."""
     for op in ("silu", "cross_entropy", "cross_entropy_classes", "embedding", "binary_cross_entropy_with_logits",
-               "linear_cross_entropy", "rms_norm", "silu_mul", "swiglu", "rope", "gelu", "gelu_mul"):
+               "linear_cross_entropy", "rms_norm", "add_rms_norm", "silu_mul", "swiglu", "rope", "gelu", "gelu_mul"):
         assert op in CROSSOVER
     assert CROSSOVER["swiglu"] is not CROSSOVER["silu_mul"]
 

@@ -4,6 +4,7 @@
     loss = tgt.cross_entropy(logits, target, label_smoothing=0.1)       # backward on tilegrad
     loss = tgt.linear_cross_entropy(hidden, lm_head.weight, target)     # logits never whole
     out = tgt.scaled_dot_product_attention(q, k, v, is_causal=True)  # flash attention on tilegrad
+    h, residual = tgt.add_rms_norm(residual, x, norm.weight)          # residual + x, then RMSNorm, fused
     tgt.patch(model)           # swap supported modules in place; tgt.unpatch(model) undoes it
     tgt.enable()               # route torch.nn.functional globally; tgt.disable() undoes it
     tgt.empty_cache()          # give the recycled output buffers back (TILEGRAD_TORCH_POOL_MB bounds them)
@@ -37,6 +38,7 @@ def _require_torch(version: str) -> None:
 _require_torch(torch.__version__)
 
 from . import nn
+from ._add_rms_norm import add_rms_norm
 from ._attention import scaled_dot_product_attention
 from ._gelu import geglu, gelu, gelu_mul
 from ._layer_norm import layer_norm
@@ -51,6 +53,7 @@ from .functional import binary_cross_entropy_with_logits, cross_entropy, embeddi
 from .patching import PatchSummary, disable, enable, patch, unpatch
 
 __all__ = [
+    "add_rms_norm",
     "apply_rotary_pos_emb",
     "binary_cross_entropy_with_logits",
     "checkpoint",

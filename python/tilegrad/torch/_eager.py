@@ -87,6 +87,8 @@ CROSSOVER = {
     # python benchmarks/bench_decoder.py --crossover: input elements (fp32 rms_norm and rope: the kernel
     # at every size).
     "rms_norm": {_F16: 1 << 10, _BF16: 1 << 10},
+    # input elements (x1's); rms_norm's sizes until bench_decoder.py --crossover measures the fused add
+    "add_rms_norm": {_F16: 1 << 10, _BF16: 1 << 10},
     # Not measured yet: RMSNorm's sizes (the same row structure), until benchmarks/bench_layer_norm.py
     # --crossover measures LayerNorm's own.
     "layer_norm": {_F16: 1 << 10, _BF16: 1 << 10},

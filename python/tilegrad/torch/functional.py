@@ -34,9 +34,9 @@ always takes the ``torch.ops.tilegrad`` ops.
 Each function lives with its operator family (``_silu.py``, ``_cross_entropy.py``, ``_embedding.py``,
 ``_bce.py``, ``_linear_cross_entropy.py``: its ``torch.library`` ops, its eager autograd node, its
 composite); this module is their public face, and the set ``tilegrad.torch.enable()`` routes
-``torch.nn.functional`` to. The decoder-block functions (``rms_norm``, ``silu_mul``, ``swiglu``,
-``gelu``, ``gelu_mul``, ``geglu``, ``rotary_position_embedding``, ``apply_rotary_pos_emb``) are exported
-from ``tilegrad.torch``.
+``torch.nn.functional`` to. The decoder-block functions (``rms_norm``, ``add_rms_norm``, ``layer_norm``,
+``silu_mul``, ``swiglu``, ``gelu``, ``gelu_mul``, ``geglu``, ``rotary_position_embedding``,
+``apply_rotary_pos_emb``) are exported from ``tilegrad.torch``.
 """
 
 from ._bce import binary_cross_entropy_with_logits

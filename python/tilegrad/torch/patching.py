@@ -56,7 +56,7 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _torch_module
 
 from . import _attention as TA
-from . import _gelu, _rms_norm, _rope, _swiglu
+from . import _add_rms_norm, _gelu, _rms_norm, _rope, _swiglu
 from . import functional as TF
 from . import nn as tnn
 
@@ -98,6 +98,8 @@ class CausalLMFacts:
 
     ``logits_divisor``: the config attribute the head divides the logits by (Granite's
     ``logits_scaling``); the fused loss divides the hidden states (and the head's bias) instead.
+    ``residual_add_norm``: the decoder layer is Llama's (``residual + attention output``, then the
+    post-attention RMSNorm), fused into one add_rms_norm by ``patch(add_rms_norm=True)``.
     ``router_aux_loss``: a mixture of experts whose forward adds ``router_aux_loss_coef`` times its
     module's ``load_balancing_loss_func`` of the router logits (with ``output_router_logits``); the
     fused forward adds the same term, computed by that same function.
@@ -110,6 +112,7 @@ class CausalLMFacts:
     logits_divisor: Optional[str] = None
     router_aux_loss: bool = False
     modeling: Optional[str] = None
+    residual_add_norm: bool = False
 
     def modeling_module(self, model_type: str) -> str:
         """The name of the family's modeling module (loaded or not)."""
@@ -120,10 +123,10 @@ class CausalLMFacts:
 # keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py (the first
 # four), tests/torch/test_patching_families.py and tests/torch/test_patch_gemma.py (Gemma 1 / 2 / 3)
 CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
-    "llama": CausalLMFacts("Llama"),
-    "mistral": CausalLMFacts("Mistral"),
-    "qwen2": CausalLMFacts("Qwen2"),
-    "qwen3": CausalLMFacts("Qwen3"),
+    "llama": CausalLMFacts("Llama", residual_add_norm=True),
+    "mistral": CausalLMFacts("Mistral", residual_add_norm=True),
+    "qwen2": CausalLMFacts("Qwen2", residual_add_norm=True),
+    "qwen3": CausalLMFacts("Qwen3", residual_add_norm=True),
     "gemma": CausalLMFacts("Gemma", blocks=_GEMMA_BLOCKS),
     "gemma2": CausalLMFacts("Gemma2", blocks=_GEMMA_BLOCKS),
     "gemma3_text": CausalLMFacts("Gemma3", modeling="gemma3", blocks=_GEMMA_BLOCKS),  # Gemma3ForCausalLM
@@ -342,7 +345,7 @@ def _tilegrad_subclass(cls: type, kind: str) -> type:
 def __getattr__(name: str):
     """``Tilegrad<Family><Kind>`` classes on first use (unpickling a patched model in a new process)."""
     for model_type, facts in CAUSAL_LM_FACTS.items():
-        for suffix, kind in facts.blocks:
+        for suffix, kind in facts.blocks + ((("DecoderLayer", "DecoderLayer"),) if facts.residual_add_norm else ()):
             if name == f"Tilegrad{facts.prefix}{suffix}":
                 import importlib
                 modeling = importlib.import_module(facts.modeling_module(model_type))
@@ -475,6 +478,9 @@ _BLOCK_KINDS: Dict[str, Tuple[str, str, Callable[[type], Dict[str, Callable]]]] 
                       lambda cls: {"forward": _offset_rms_norm_forward(1.0)}),
     "TextScaledWordEmbedding": ("embedding", "embedding (deterministic backward), then the scale",
                                 lambda cls: {"forward": _scaled_embedding_forward(cls)}),
+    # not in any family's blocks: _plan_fused_residual_adds swaps the layers of families with residual_add_norm
+    "DecoderLayer": ("add_rms_norm", "add_rms_norm for residual + attention output and the post-attention RMSNorm",
+                     lambda cls: {"forward": _decoder_layer_forward(cls)}),
     "GateUpMLP": ("swiglu", "swiglu for up * act(gate) of one gate_up_proj",
                   lambda cls: {"forward": _gate_up_mlp_forward(cls)}),
     "Experts": ("swiglu", "swiglu for each expert's act(gate) * up", _experts_methods),
@@ -960,6 +966,210 @@ def _plan_attention(model: torch.nn.Module) -> Tuple[List[_AttentionSwap], List[
 
 
 # ----------------------------------------------------------------------------------------------
+# Hugging Face decoder layers: the residual add fused into the post-attention RMSNorm
+#
+# The families' decoder layers (transformers 5.0 .. 5.24) all compute
+#     residual = h; h = input_layernorm(h); h, _ = self_attn(hidden_states=h, <each parameter>=<it>, **kwargs)
+#     h = residual + h; residual = h; h = post_attention_layernorm(h); h = mlp(h); return residual + h
+# and Tilegrad<Family>DecoderLayer runs that body with add_rms_norm for the middle add and norm, inside
+# the library's own decorators (so its signature, argument renames and return type are kept). The
+# library's source is compared with that body, statement for statement, before any layer is swapped:
+# a release whose body differs is left as it was, and said.
+
+_LAYER_BODY = """
+residual = {h}
+{h} = self.input_layernorm({h})
+{h}, _ = self.self_attn(hidden_states={h}, {passed}**{kwargs})
+{h} = residual + {h}
+residual = {h}
+{h} = self.post_attention_layernorm({h})
+{h} = self.mlp({h})
+{h} = residual + {h}
+return {h}
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class _LayerCall:
+    """The library layer forward's named parameters after the hidden states: positional order, defaults."""
+
+    positional: Tuple[str, ...]
+    defaults: Dict[str, Any]
+
+    def attention_kwargs(self, args: tuple, kwargs: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """What the library's forward hands ``self_attn`` for this call: each named parameter (its default
+        when not given) and the rest of ``**kwargs``; None where it would not bind the call (its own
+        forward then runs, and raises its own error)."""
+        given = dict(zip(self.positional, args))
+        if len(args) > len(self.positional) or any(name in kwargs for name in given):
+            return None
+        passed = {**self.defaults, **given, **kwargs}
+        return None if any(v is inspect.Parameter.empty for v in passed.values()) else passed
+
+
+def _decoder_layer_classes() -> List[type]:
+    """The decoder-layer classes of the loaded families in CAUSAL_LM_FACTS whose layers are Llama's."""
+    found: List[type] = []
+    for model_type, facts in CAUSAL_LM_FACTS.items():
+        if not facts.residual_add_norm:
+            continue
+        modeling = sys.modules.get(facts.modeling_module(model_type))
+        cls = getattr(modeling, facts.prefix + "DecoderLayer", None)
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            found.append(cls)
+    return found
+
+
+def _plain_norm_classes(library: type) -> Tuple[type, ...]:
+    """The norms add_rms_norm computes for this layer class: its family's RMSNorm and tilegrad's subclass."""
+    prefix = library.__name__[:-len("DecoderLayer")]
+    norm_class = getattr(sys.modules.get(library.__module__), prefix + "RMSNorm", None)
+    return (norm_class, _tilegrad_subclass(norm_class, "RMSNorm")) if isinstance(norm_class, type) else ()
+
+
+def _statement_dumps(statements: List[Any]) -> List[str]:
+    """``ast.dump`` of each statement, keyword arguments in name order (their order changes nothing)."""
+    import ast
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                node.keywords.sort(key=lambda k: (k.arg is None, k.arg or ""))
+    return [ast.dump(statement) for statement in statements]
+
+
+@functools.lru_cache(maxsize=None)
+def _layer_call(library: type) -> Union[_LayerCall, str]:
+    """The library layer's forward read once; a reason (str) where its body is not the pattern fused here."""
+    import ast
+    import textwrap
+    body = inspect.unwrap(library.forward)
+    not_fused = f"{library.__name__}.forward is not the residual pattern tilegrad fuses"
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(body)))
+    except (OSError, TypeError, SyntaxError):
+        return f"the source of {library.__name__}.forward cannot be read"
+    parameters = list(inspect.signature(body).parameters.values())[1:]
+    var_keyword = [p.name for p in parameters if p.kind is p.VAR_KEYWORD]
+    named = [p for p in parameters[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if (not parameters or parameters[0].kind is not parameters[0].POSITIONAL_OR_KEYWORD or not var_keyword
+            or len(named) + 2 != len(parameters) or _rewrapped(library.forward, body, lambda *a, **k: None) is None):
+        return not_fused
+    statements = tree.body[0].body
+    if statements and isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant):
+        statements = statements[1:]  # a docstring
+    expected = _LAYER_BODY.format(h=parameters[0].name, passed="".join(f"{p.name}={p.name}, " for p in named),
+                                  kwargs=var_keyword[0])
+    if _statement_dumps(statements) != _statement_dumps(ast.parse(expected).body):
+        return not_fused
+    return _LayerCall(tuple(p.name for p in named if p.kind is p.POSITIONAL_OR_KEYWORD),
+                      {p.name: p.default for p in named})
+
+
+def _rewrapped(function: Any, body: Callable, replacement: Callable) -> Optional[Callable]:
+    """``function`` (the library's forward: ``body`` inside its decorators) calling ``replacement`` where
+    it called ``body``; None where a decorator does not hold the function it wraps in its closure."""
+    if function is body:
+        return functools.wraps(body)(replacement)
+    inner = getattr(function, "__wrapped__", None)
+    cells = getattr(function, "__closure__", None) or ()
+    if not isinstance(function, types.FunctionType) or not any(_cell_holds(c, inner) for c in cells):
+        return None
+    new_inner = _rewrapped(inner, body, replacement)
+    if new_inner is None:
+        return None
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                              tuple(types.CellType(new_inner) if _cell_holds(c, inner) else c for c in cells))
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__dict__.update(function.__dict__)
+    copy.__wrapped__ = new_inner
+    copy.__qualname__ = function.__qualname__
+    return copy
+
+
+def _cell_holds(cell: Any, value: Any) -> bool:
+    try:
+        return value is not None and cell.cell_contents is value
+    except ValueError:  # an empty cell
+        return False
+
+
+def _decoder_layer_forward(library: type) -> Callable:
+    """The library's forward with its body run as ``_LAYER_BODY`` with one add_rms_norm (the library's
+    own where its body is another, or a call does not bind)."""
+    body = inspect.unwrap(library.forward)
+    call = _layer_call(library)
+    norm_classes = _plain_norm_classes(library)
+
+    def forward(self, hidden_states, *args, **kwargs):
+        passed = call.attention_kwargs(args, kwargs) if isinstance(call, _LayerCall) else None
+        if passed is None:
+            return body(self, hidden_states, *args, **kwargs)
+        residual = hidden_states
+        hidden_states, _ = self.self_attn(hidden_states=self.input_layernorm(hidden_states), **passed)
+        hidden_states, residual = _residual_add_rms_norm(self.post_attention_layernorm, norm_classes, residual,
+                                                         hidden_states)
+        return residual + self.mlp(hidden_states)
+
+    return _rewrapped(library.forward, body, forward) or library.forward
+
+
+def _residual_add_rms_norm(norm: torch.nn.Module, norm_classes: Tuple[type, ...], residual: torch.Tensor,
+                           x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(norm(residual + x), residual + x)``: one add_rms_norm where ``norm`` is the family's RMSNorm
+    (or tilegrad's) with a weight of the sum's dtype and no hook, else the library's two steps."""
+    if residual.dtype != x.dtype:  # autocast: torch's add promotes, and widening before it is exact
+        dtype = torch.promote_types(residual.dtype, x.dtype)
+        residual, x = residual.to(dtype), x.to(dtype)
+    weight = getattr(norm, "weight", None)
+    if (type(norm) in norm_classes and isinstance(weight, torch.Tensor) and weight.dtype == x.dtype
+            and weight.dim() == 1 and residual.shape == x.shape and weight.shape[0] == x.shape[-1]
+            and not (norm._forward_hooks or norm._forward_pre_hooks or _torch_module._global_forward_hooks
+                     or _torch_module._global_forward_pre_hooks)):
+        return _add_rms_norm.add_rms_norm(residual, x, weight, norm.variance_epsilon)
+    h = residual + x
+    return norm(h), h
+
+
+def _plan_fused_residual_adds(model: torch.nn.Module) -> Tuple[List[_ClassSwap], List[Skipped]]:
+    """A class swap for each decoder layer of a family in CAUSAL_LM_FACTS whose residual add can be fused,
+    a Skipped (with the reason) for each that cannot; layers patched already are left out."""
+    libraries = _decoder_layer_classes()
+    changes: List[_ClassSwap] = []
+    skipped: List[Skipped] = []
+    for path, module in model.named_modules(remove_duplicate=True):
+        library = next((c for c in type(module).__mro__ if c in libraries), None)
+        if library is None or isinstance(module, _tilegrad_subclass(library, "DecoderLayer")):
+            continue
+        path = path or "<model>"
+        reason = _layer_refusal(module, library)
+        if reason is not None:
+            skipped.append(Skipped(path, _qualname(type(module)), reason + "; its residual add is not fused"))
+            continue
+        made = _tilegrad_subclass(library, "DecoderLayer")
+        changes.append(_ClassSwap(module, library, made, {}, Replacement(path, _qualname(library), _qualname(made))))
+    return changes, skipped
+
+
+def _layer_refusal(module: torch.nn.Module, library: type) -> Optional[str]:
+    """Why this decoder layer's residual add cannot be fused, else None."""
+    cls = type(module)
+    if cls is not library:
+        own = [c for c in cls.__mro__[:cls.__mro__.index(library)] if "forward" in vars(c)]
+        return (f"{own[0].__name__} overrides {library.__name__}.forward" if own
+                else f"{cls.__name__} is a subclass of {library.__name__}")
+    if "forward" in module.__dict__:
+        return "its forward is set on the instance"
+    call = _layer_call(library)
+    if isinstance(call, str):
+        return call
+    norm, plain = getattr(module, "post_attention_layernorm", None), _plain_norm_classes(library)
+    if type(norm) not in plain or not isinstance(getattr(norm, "weight", None), torch.nn.Parameter):
+        wanted = plain[0].__name__ if plain else "its family's RMSNorm"
+        return f"its post_attention_layernorm is {type(norm).__name__}, not {wanted} with a weight"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
 # public API: patch / unpatch
 
 
@@ -998,7 +1208,7 @@ def _apply_all(changes: List[_ClassSwap]) -> None:
 def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
           binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
           rms_norm: bool = True, swiglu: bool = True, rope: bool = True, attention: bool = True,
-          linear: bool = True, layer_norm: bool = True,
+          linear: bool = True, layer_norm: bool = True, add_rms_norm: bool = True,
           strict: bool = False) -> PatchSummary:
     """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
 
@@ -1027,8 +1237,12 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
         layer_norm: ``torch.nn.LayerNorm`` (GPT-2's and GPT-NeoX's norms among them) ->
             ``tilegrad.torch.nn.LayerNorm`` (same Parameters).
+        add_rms_norm: in those families' decoder layers, ``residual + attention output`` and the
+            post-attention RMSNorm as one ``tgt.add_rms_norm`` (the layer's class swapped for
+            ``Tilegrad<Family>DecoderLayer``; a layer whose class overrides ``forward`` is left as it
+            was, and said).
         strict: raise ``ValueError`` (changing nothing) where patch would leave a language model's
-            loss unfused, instead of warning.
+            loss or a decoder layer's residual add unfused, instead of warning.
 
     Returns:
         A :class:`PatchSummary` (printable) of what was replaced and, in ``skipped``, what was left as
@@ -1041,6 +1255,7 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
                         ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
                         ("linear_cross_entropy", linear_cross_entropy), ("rms_norm", rms_norm), ("swiglu", swiglu),
                         ("rope", rope), ("attention", attention), ("linear", linear), ("layer_norm", layer_norm),
+                        ("add_rms_norm", add_rms_norm),
                         ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
@@ -1048,6 +1263,9 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
                         rms_norm, linear, layer_norm)
     rules.update(_decoder_block_rules(rms_norm, swiglu, rope, embedding))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
+    if add_rms_norm:
+        fused_layers, unfused_layers = _plan_fused_residual_adds(model)
+        changes, skipped = changes + fused_layers, skipped + unfused_layers
     unmapped_attention: List[Skipped] = []
     if attention and "transformers" in sys.modules:  # never import transformers ourselves
         swaps, unmapped_attention = _plan_attention(model)
