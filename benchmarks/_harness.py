@@ -27,6 +27,8 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
+from tilegrad import _core
+
 JSON_ENV = "TILEGRAD_BENCH_JSON"
 
 
@@ -103,10 +105,24 @@ def print_table(rows: List[dict], title: str = "") -> str:
 
 
 def gemm_ceiling(torch, dtype, n: int = 2048, reps: int = 5) -> float:
-    """FLOP/s of torch's square n x n GEMM (oneDNN / MKL) in ``dtype`` on this machine now: the ceiling a
-    GEMM-bound step can reach (measure it in the same run as what it is compared with)."""
+    """FLOP/s of the faster square n x n GEMM in ``dtype`` on this machine now, torch's ``mm`` or oneDNN's
+    own multi-threaded matmul (the one tilegrad links): the ceiling a GEMM-bound step can reach (measure
+    it in the same run as what it is compared with). Both, because torch's float32 ``mm`` is MKL's,
+    which on AMD CPUs runs a narrower code path at about half of oneDNN's float32 rate."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    return 2 * n ** 3 / time_min(lambda: torch.mm(a, b), reps=reps)
+    torch_seconds = time_min(lambda: torch.mm(a, b), reps=reps)
+    x, y, out = _as_numpy(torch, a), _as_numpy(torch, b), np.empty((n, n), np.float32)
+    threads = torch.get_num_threads()
+    onednn_seconds = time_min(lambda: _core._onednn_matmul(x, y, out, threads), reps=reps)
+    return 2 * n ** 3 / min(torch_seconds, onednn_seconds)
+
+
+def _as_numpy(torch, t) -> np.ndarray:
+    """A CPU tensor's data as a NumPy array (bfloat16 through ml_dtypes, which NumPy lacks)."""
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 def rel_error(approx: np.ndarray, exact: np.ndarray) -> float:

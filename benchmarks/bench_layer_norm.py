@@ -33,14 +33,14 @@ def torch_layer_norm(x, w, b):
 
 def crossover_table(quick: bool = False) -> None:
     """tilegrad's node vs the composite the router takes below the crossover (and vs torch's
-    F.layer_norm in the input's dtype), forward + backward, 1 thread, 1K..256K elements. Each cell:
+    F.layer_norm in the input's dtype), forward + backward, 1 thread, 1K..1M elements. Each cell:
     composite / node (> 1: the node faster; where it passes 1 is the "layer_norm" CROSSOVER entry,
     tilegrad.torch._eager), then torch / node in parentheses."""
     torch.set_num_threads(1)
     print("composite / node (torch / node)\n")
     print("| dtype | elements | layer_norm |\n|---|---|---|")
     for dtype in (torch.float32, torch.bfloat16):
-        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144):
+        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144, 1048576):
             x = torch.randn(n // 128, 128, dtype=dtype, requires_grad=True)
             w = torch.ones(128, dtype=dtype, requires_grad=True)
             b = torch.zeros(128, dtype=dtype, requires_grad=True)
