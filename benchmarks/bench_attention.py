@@ -11,8 +11,8 @@ tilegrad.torch.scaled_dot_product_attention forward + backward through autograd 
 model takes); "torch compiled" is torch's SDPA step under torch.compile (skipped with --no-compile
 or where compiling fails: the table says so). GFLOP/s counts the
 causal half of the 2 (fwd) + 5 (bwd) GEMMs: 7 * 2 * B * N1 * S^2 * D / 2 (the same work for both;
-tilegrad's grad recomputes two of them, not counted); "of ceiling" divides it by a 2048^3 torch.mm
-of the dtype measured in the same run. --quick shrinks S to 128 as a smoke test.
+tilegrad's grad recomputes two of them, not counted); "of ceiling" divides it by the GEMM ceiling
+of the dtype measured in the same run (_harness.gemm_ceiling: torch.mm or oneDNN's matmul, the faster). --quick shrinks S to 128 as a smoke test.
 """
 
 import argparse
