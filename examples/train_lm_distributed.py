@@ -232,6 +232,11 @@ def agree(values):
 
 # ---- Checkpoints in the single-process layout: the head's rows (and their AdamW state) gathered -----
 
+def is_rows(state, rows):
+    """Whether an optimizer state entry has one row per head row (the moments, the master weights)."""
+    return torch.is_tensor(state) and state.dim() > 0 and len(state) == rows
+
+
 def head_index(model, opt):
     """The head's position among the optimizer's parameters (its key in the optimizer's state dict)."""
     return next(i for i, p in enumerate(p for g in opt.param_groups for p in g["params"]) if p is model.lm_head.weight)
@@ -242,7 +247,7 @@ def whole_state(model, opt):
     state, opt_state = model.state_dict(), opt.state_dict()
     if model.vocab_start is not None:
         rows = len(model.lm_head.weight)
-        whole = lambda t: distributed.gather_vocab_shards(t, model.vocab) if t.dim() and len(t) == rows else t  # noqa: E731
+        whole = lambda t: distributed.gather_vocab_shards(t, model.vocab) if is_rows(t, rows) else t  # noqa: E731
         for key in ("lm_head.weight", "tok_emb.weight") if model.tied else ("lm_head.weight",):
             state[key] = whole(state[key])
         index = head_index(model, opt)
@@ -255,7 +260,7 @@ def load_whole_state(model, opt, ckpt):
     state, opt_state = dict(ckpt["model"]), dict(ckpt["optimizer"], state=dict(ckpt["optimizer"]["state"]))
     if model.vocab_start is not None:
         start, end = model.vocab_start, model.vocab_start + len(model.lm_head.weight)
-        mine = lambda t: t[start:end] if t.dim() and len(t) == model.vocab else t  # noqa: E731
+        mine = lambda t: t[start:end] if is_rows(t, model.vocab) else t  # noqa: E731
         for key in ("lm_head.weight", "tok_emb.weight") if model.tied else ("lm_head.weight",):
             state[key] = mine(state[key])
         index = head_index(model, opt)
@@ -271,7 +276,7 @@ def head_memory(model, opt):
     state = opt.state.get(head, {}).values()
     per_rank = {"rows": len(head), "weight_bytes": head.numel() * head.element_size(),
                 "grad_bytes": head.numel() * head.element_size(),
-                "optimizer_state_bytes": sum(v.numel() * v.element_size() for v in state if v.dim() and len(v) == len(head))}
+                "optimizer_state_bytes": sum(v.numel() * v.element_size() for v in state if is_rows(v, len(head)))}
     one = {"rows": model.vocab, **{k: round(v * model.vocab / len(head)) for k, v in per_rank.items() if k != "rows"}}
     return {"tied_to_embedding": model.tied, "per_rank": per_rank, "one_process": one}
 
@@ -493,7 +498,8 @@ def main(argv=None):
     finally:
         sys.stdout = stdout
         torch.set_num_threads(threads)
-        dist.destroy_process_group()
+        if world == 1:  # this process's own group, left as it was found (a torchrun rank ends here)
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -168,7 +168,8 @@ def test_without_torchrun_a_group_of_one():
             "from tilegrad.torch import distributed\n"
             "print(distributed.start_process_group(30))\n"
             "w, ids = torch.randn(7, 4), torch.tensor([[0, 6, 3]])\n"
-            "assert torch.equal(distributed.vocab_parallel_embedding(ids, w, vocab_start_index=0), F.embedding(ids, w))\n"
+            "got = distributed.vocab_parallel_embedding(ids, w, vocab_start_index=0)\n"
+            "assert torch.equal(got, F.embedding(ids, w))\n"
             "print(distributed.any_rank(True), distributed.gather_vocab_shards(w, 7) is w)\n")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
@@ -216,7 +217,8 @@ def test_vocabulary_shards_cover_every_row_once(vocab, world):
                                                          "got list"),
     (lambda: distributed.vocab_parallel_embedding(torch.zeros(2), torch.zeros(3, 2), vocab_start_index=0),
      "vocab_parallel_embedding: ids must be an int32 or int64 tensor, got torch.float32"),
-    (lambda: distributed.vocab_parallel_embedding(torch.zeros(2, dtype=torch.long), torch.zeros(3), vocab_start_index=0),
+    (lambda: distributed.vocab_parallel_embedding(torch.zeros(2, dtype=torch.long), torch.zeros(3),
+                                                  vocab_start_index=0),
      "vocab_parallel_embedding: weight_shard must be a floating-point (V_shard, H) tensor, got torch.float32 (3,)"),
     (lambda: distributed.vocab_parallel_embedding(torch.zeros(2, dtype=torch.long), torch.zeros(3, 2),
                                                   vocab_start_index=-1),

@@ -460,12 +460,16 @@ def clip_grad_norm_(replicated: Iterable[torch.Tensor], sharded: Iterable[torch.
         raise ValueError(f"{_NAME}.clip_grad_norm_: max_norm must be a positive finite number, got {max_norm!r}")
     local = [p.grad for p in sharded if p.grad is not None]
     shared = [p.grad for p in replicated if p.grad is not None]
-    squares = lambda grads: sum((g.double().square().sum() for g in grads), torch.zeros((), dtype=torch.float64))  # noqa: E731
-    norm = (_all_reduce(squares(local).reshape(1), dist.ReduceOp.SUM, group)[0] + squares(shared)).sqrt()
+    norm = (_all_reduce(_squares(local).reshape(1), dist.ReduceOp.SUM, group)[0] + _squares(shared)).sqrt()
     coefficient = max_norm / (float(norm) + 1e-6)
     if coefficient < 1.0:
         torch._foreach_mul_(local + shared, coefficient)
     return norm
+
+
+def _squares(grads: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of the squares of every element, in float64 (the same on every rank for the same grads)."""
+    return sum((g.double().square().sum() for g in grads), torch.zeros((), dtype=torch.float64))
 
 
 def start_process_group(timeout_s: float = 300.0) -> Tuple[int, int]:
