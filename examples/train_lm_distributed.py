@@ -421,25 +421,35 @@ def read_log(path):
 
 # ---- The command line ------------------------------------------------------------------------------
 
+def positive(kind):
+    """An argparse type: a finite `kind` > 0 (a mistake is refused naming the flag and the value)."""
+    def parse(text):
+        if not 0 < (value := kind(text)) < math.inf:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--parallel", choices=("data", "vocab"), default="data",
                    help="data: each rank a slice of every batch; vocab: each rank 1/N of the LM head's rows")
-    p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds a rank waits for another")
+    p.add_argument("--dist-timeout", type=positive(float), default=300.0, help="seconds a rank waits for another")
     p.add_argument("--out", type=Path, help="run folder (default: runs/train_lm_distributed, or --resume's)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
     p.add_argument("--overwrite", action="store_true", help="start over in an --out folder holding a run")
     for name, default in (("steps", 500), ("batch-size", 8), ("context", 128), ("dim", 192), ("layers", 4),
                           ("heads", 4), ("ffn-dim", 512), ("eval-interval", 50), ("eval-batches", 6)):
-        p.add_argument(f"--{name}", type=int, default=default)
-    p.add_argument("--threads", type=int, help="torch threads per rank (default: the cores / the ranks here)")
-    p.add_argument("--lr", type=float, default=3e-3)
+        p.add_argument(f"--{name}", type=positive(int), default=default)
+    p.add_argument("--threads", type=positive(int), help="torch threads per rank (default: the cores / the ranks here)")
+    p.add_argument("--lr", type=positive(float), default=3e-3)
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--param-dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tie", type=int, choices=(0, 1), default=1)
-    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--vocab", type=positive(int), default=8192)
     p.add_argument("--text", type=Path)
     p.add_argument("--corpus", choices=("pydoc", "stdlib"), default="pydoc")
     p.add_argument("--cache-dir", type=Path, default=CACHE)

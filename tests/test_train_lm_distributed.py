@@ -216,6 +216,19 @@ def test_without_torchrun_the_script_is_a_group_of_one(runs, tmp_path):
         assert list(got.values()) == pytest.approx(list(want.values()), rel=1e-6), kind
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--dist-timeout", "0"], "argument --dist-timeout: must be > 0, got 0.0"),
+    (["--eval-interval", "0"], "argument --eval-interval: must be > 0, got 0"),
+    (["--lr", "inf"], "argument --lr: must be > 0, got inf"),
+    (["--steps", "ten"], "argument --steps: invalid int value: 'ten'"),
+])
+def test_bad_flags_are_refused_naming_the_flag_and_value(argv, message, capsys, tmp_path):
+    import train_lm_distributed  # examples/ is on the path
+    with pytest.raises(SystemExit) as info:
+        train_lm_distributed.parse_args([*argv, "--out", str(tmp_path)])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_train_lm_under_torchrun_points_to_the_distributed_example(tmp_path):
     """train_lm.py alone knows one process: started as a rank of several it stops before writing,
     naming the script that trains on several (instead of each rank training the whole run alone)."""
