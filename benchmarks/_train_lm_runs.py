@@ -10,6 +10,7 @@ A run writes ``--out``/log.jsonl (with each step's ms) and summary.json; it save
 """
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -20,8 +21,6 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
-
-import tilegrad.torch as tgt
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -51,7 +50,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class TorchOps:
-    """PyTorch's own ops for the example's model, under tilegrad.torch's names: the baseline."""
+    """PyTorch's own ops for the example's model, under tilegrad.torch's names: the baseline (the
+    example's ``tgt`` in a copy of it, ON_TORCH)."""
     optim = SimpleNamespace(AdamW=ClippedAdamW)
 
     @staticmethod
@@ -77,13 +77,32 @@ class TorchOps:
         return F.cross_entropy(F.linear(hidden, weight).float(), target)
 
 
-def build(args, data, path: str):
+def example_on_torch():
+    """A second copy of examples/train_lm.py whose ``tgt`` is TorchOps: its model calls PyTorch's own
+    functions and its optimizer is ClippedAdamW, while the example itself (``train_lm``) keeps tilegrad's,
+    so both paths live in one process (the interleaved timing)."""
+    spec = importlib.util.spec_from_file_location("train_lm_on_torch", EXAMPLES / "train_lm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.tgt = TorchOps
+    return module
+
+
+ON_TORCH = example_on_torch()
+
+
+def build_model(args, vocab: int, path: str):
     """(model, optimizer) of one path, from args.seed: the same initial weights on every path; the
     filtered path is the example with its --filter, the others are exact."""
     if path not in PATHS:
         raise ValueError(f"bench_train_lm: path must be one of {', '.join(PATHS)}, got {path!r}")
     exact = argparse.Namespace(**{**vars(args), "filter": args.filter if path == "filtered" else None})
-    return train_lm.build(exact, data.tokenizer.get_vocab_size(), TorchOps if path == "pytorch" else tgt)
+    return (ON_TORCH if path == "pytorch" else train_lm).build(exact, vocab)
+
+
+def build(args, data, path: str):
+    """build_model() for the tokenizer of `data`."""
+    return build_model(args, data.tokenizer.get_vocab_size(), path)
 
 
 def timed_step(model, opt, batch, lr: float, dtype: str):

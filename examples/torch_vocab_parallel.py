@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from tilegrad.torch.distributed import run_then_exit, vocab_parallel_cross_entropy
+from tilegrad.torch.distributed import run_then_exit, vocab_parallel_cross_entropy, vocab_shard_bounds
 
 
 class TinyLM(torch.nn.Module):
@@ -53,11 +53,6 @@ def batches(vocab, batch, seq, steps, seed):
         yield tokens, target
 
 
-def shard_bounds(vocab, world, rank):
-    start = vocab * rank // world
-    return start, vocab * (rank + 1) // world
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vocab", type=int, default=1000)
@@ -72,7 +67,7 @@ def main(argv=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         model, lm_head = build(args.vocab, args.hidden, seed=0)
-        start, end = shard_bounds(args.vocab, world, rank)
+        start, end = vocab_shard_bounds(args.vocab, world, rank)
         shard = torch.nn.Parameter(lm_head[start:end].clone())
         opt = torch.optim.SGD(list(model.parameters()) + [shard], lr=args.lr)
 

@@ -13,7 +13,6 @@ log.jsonl, summary.json and checkpoint.pt (also on Ctrl-C); --resume DIR continu
 """
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
@@ -98,24 +97,24 @@ def val_batches(tokens, batch_size: int, context: int, max_batches: int) -> list
     return [(w[:, :-1], w[:, 1:]) for w in window.split(batch_size)]
 
 
-# ---- The model: plain PyTorch; `ops` is tilegrad.torch (the benchmark passes PyTorch's functions) ----
+# ---- The model: plain PyTorch whose layers call tilegrad.torch (tgt) ---------------------------------
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim, ops, eps=1e-5):
+    def __init__(self, dim, eps=1e-5):
         super().__init__()
-        self.ops, self.eps, self.weight = ops, eps, nn.Parameter(torch.ones(dim))
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        return self.ops.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        return tgt.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
 class Block(nn.Module):
     """x + attention(norm(x)), then x + SwiGLU(norm(x))."""
 
-    def __init__(self, args, ops):
+    def __init__(self, args):
         super().__init__()
-        self.ops, self.heads = ops, args.heads
-        self.attn_norm, self.mlp_norm = RMSNorm(args.dim, ops), RMSNorm(args.dim, ops)
+        self.heads = args.heads
+        self.attn_norm, self.mlp_norm = RMSNorm(args.dim), RMSNorm(args.dim)
         self.qkv, self.attn_proj = (nn.Linear(args.dim, n * args.dim, bias=False) for n in (3, 1))
         self.gate, self.up = (nn.Linear(args.dim, args.ffn_dim, bias=False) for _ in range(2))
         self.mlp_proj = nn.Linear(args.ffn_dim, args.dim, bias=False)
@@ -123,22 +122,22 @@ class Block(nn.Module):
     def forward(self, x, cos, sin):
         b, t, d = x.shape
         q, k, v = self.qkv(self.attn_norm(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        q, k = self.ops.apply_rotary_pos_emb(q, k, cos[None, :t].to(q.dtype), sin[None, :t].to(q.dtype))
+        q, k = tgt.apply_rotary_pos_emb(q, k, cos[None, :t].to(q.dtype), sin[None, :t].to(q.dtype))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.attn_proj(y.transpose(1, 2).reshape(b, t, d))
         h = self.mlp_norm(x)
-        return x + self.mlp_proj(self.ops.silu_mul(self.gate(h), self.up(h)))
+        return x + self.mlp_proj(tgt.silu_mul(self.gate(h), self.up(h)))
 
 
 class LanguageModel(nn.Module):
     """Decoder-only transformer of args' sizes on a `vocab`-token vocabulary."""
 
-    def __init__(self, args, vocab: int, ops=tgt):
+    def __init__(self, args, vocab: int):
         super().__init__()
-        self.ops, self.context, self.filter = ops, args.context, args.filter
+        self.context, self.filter = args.context, args.filter
         self.tok_emb = nn.Embedding(vocab, args.dim)
-        self.blocks = nn.ModuleList(Block(args, ops) for _ in range(args.layers))
-        self.norm, self.lm_head = RMSNorm(args.dim, ops), nn.Linear(args.dim, vocab, bias=False)
+        self.blocks = nn.ModuleList(Block(args) for _ in range(args.layers))
+        self.norm, self.lm_head = RMSNorm(args.dim), nn.Linear(args.dim, vocab, bias=False)
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=0.02)
@@ -155,7 +154,7 @@ class LanguageModel(nn.Module):
 
     def hidden(self, ids):
         """(B, T) token ids -> (B, T, dim) final hidden states."""
-        x = self.ops.embedding(ids, self.tok_emb.weight)
+        x = tgt.embedding(ids, self.tok_emb.weight)
         for block in self.blocks:
             x = block(x, self.rope_cos, self.rope_sin)
         return self.norm(x)
@@ -163,8 +162,8 @@ class LanguageModel(nn.Module):
     def forward(self, ids, target):
         """Mean next-token cross entropy, fused with the LM head; float32 even for bfloat16 inputs."""
         h = self.hidden(ids)
-        return self.ops.linear_cross_entropy(h.reshape(-1, h.shape[-1]), self.lm_head.weight, target.reshape(-1),
-                                             filter_tolerance=self.filter, loss_dtype=torch.float32)
+        return tgt.linear_cross_entropy(h.reshape(-1, h.shape[-1]), self.lm_head.weight, target.reshape(-1),
+                                        filter_tolerance=self.filter, loss_dtype=torch.float32)
 
     @torch.no_grad()
     def generate(self, ids, new_tokens: int, gen, temperature=0.8, top_k=40):
@@ -176,15 +175,15 @@ class LanguageModel(nn.Module):
         return ids
 
 
-def build(args, vocab: int, ops=tgt):
+def build(args, vocab: int):
     """(model, optimizer) from args.seed: weight decay on the matrices only, float32 master weights for
     bfloat16 parameters, the gradient norm clipped to 1 inside AdamW's one pass."""
     torch.manual_seed(args.seed)
-    model = LanguageModel(args, vocab, ops).to(getattr(torch, args.param_dtype))
+    model = LanguageModel(args, vocab).to(getattr(torch, args.param_dtype))
     params = list(model.parameters())
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return model, ops.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=1.0,
+    return model, tgt.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=1.0,
                                   master_weights=args.param_dtype != "float32")
 
 
@@ -234,29 +233,19 @@ class StopFlag:
         self.requested = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    def should_stop(self, completed: int) -> bool:
-        return self.requested
-
-
-class OneProcess:
-    """The hooks through which train_lm_distributed.py spreads train() over processes; here, none."""
-    wrap = staticmethod(lambda model, opt: model)
-    agreed, main_rank_first, describe = staticmethod(lambda stop: stop), staticmethod(contextlib.nullcontext), dict
-
 
 def read_log(path: Path) -> list:
     """log.jsonl's records: {"step", "train_loss", "lr", "time"} per step, {"step", "val_loss"} per validation."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-def train(args, data, ckpt=None, parallel=OneProcess()) -> dict:
+def train(args, data, ckpt=None) -> dict:
     """Trains, writing log.jsonl, summary.json and checkpoint.pt into args.out, then a sample (or how to
     continue a stopped run); returns the summary."""
     from tqdm import tqdm
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
     model, opt = build(args, data.tokenizer.get_vocab_size())
-    model = parallel.wrap(model, opt)
     if ckpt:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
@@ -267,7 +256,7 @@ def train(args, data, ckpt=None, parallel=OneProcess()) -> dict:
     print(f"[tilegrad] {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, vocabulary "
           f"{data.tokenizer.get_vocab_size()}, {len(data.train)} training tokens, {args.dtype}, "
           f"{torch.get_num_threads()} threads", flush=True)
-    with (args.out / LOG).open("w") as file, parallel.agreed(StopFlag()) as stop, \
+    with (args.out / LOG).open("w") as file, StopFlag() as stop, \
             tqdm(total=args.steps, initial=completed, mininterval=0.5) as bar:
         def write(record):  # a diverged run stops before anything non-finite is logged or saved
             for key in [k for k, v in record.items() if k.endswith("loss") and not math.isfinite(v)]:
@@ -281,7 +270,7 @@ def train(args, data, ckpt=None, parallel=OneProcess()) -> dict:
         file.writelines(json.dumps(r) + "\n" for r in log)
         if not completed:
             write({"step": 0, "val_loss": evaluate(model, val, args.dtype)})
-        while completed < args.steps and not stop.should_stop(completed):
+        while completed < args.steps and not stop.requested:
             lr = learning_rate(completed, args.steps, args.lr)
             batch = train_batch(data.train, completed, args.seed, args.batch_size, args.context)
             loss = train_step(model, opt, batch, lr, args.dtype)
@@ -303,7 +292,7 @@ def train(args, data, ckpt=None, parallel=OneProcess()) -> dict:
     summary = {"parameters": sum(p.numel() for p in model.parameters()), "vocab": data.tokenizer.get_vocab_size(),
                "steps": completed, "tokens_per_step": args.batch_size * args.context, "dtype": args.dtype,
                "param_dtype": args.param_dtype, "final_train_loss": sum(tail[-10:]) / len(tail[-10:]) if tail else None,
-               "first_val_loss": vals[0], "final_val_loss": vals[-1], **parallel.describe()}
+               "first_val_loss": vals[0], "final_val_loss": vals[-1]}
     (args.out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     if completed < args.steps:
         print(f"\nstopped after step {completed}; checkpoint saved. Continue with:\n"
@@ -366,13 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# What --resume may change; the rest is the checkpoint's (--parallel, --dist-timeout: train_lm_distributed.py's)
-RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir", "parallel", "dist_timeout")
+RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir")  # the rest is the checkpoint's
 
 
 def parse_args(argv=None, parser=None):
     """(options, checkpoint or None); with --resume the checkpoint's options, RESUMABLE ones typed
-    again. `parser`: build_parser()'s, possibly extended (train_lm_distributed.py, the benchmark)."""
+    again. `parser`: build_parser()'s, possibly extended (the benchmark's)."""
     parser = parser or build_parser()
     args, ckpt = parser.parse_args(argv), None
     if args.resume and (args.overwrite or args.out not in (None, args.resume)):
@@ -402,22 +390,19 @@ def parse_args(argv=None, parser=None):
     return args, ckpt
 
 
-def main(argv=None, parser=None, start=None) -> dict:
-    """Runs a command line; returns the summary. train_lm_distributed.py passes its `parser` and
-    `start(args)`, which returns this process's hooks (OneProcess's)."""
+def main(argv=None) -> dict:
+    """Runs a command line; returns the summary."""
     threads = torch.get_num_threads()
     try:
-        if start is None and os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
+        if os.environ.get("WORLD_SIZE", "1") not in ("", "1"):
             raise UsageError(f"started as rank {os.environ.get('RANK', '?')} of {os.environ['WORLD_SIZE']} processes "
                              "(torchrun): train_lm.py runs in one process; use examples/train_lm_distributed.py")
-        args, ckpt = parse_args(argv, parser)
+        args, ckpt = parse_args(argv)
         found = [f.name for f in (args.out / CHECKPOINT, args.out / LOG, args.out / SUMMARY) if f.exists()]
         if found and not args.resume and not args.overwrite:
             raise UsageError(f"--out {args.out} already holds a run ({', '.join(found)}): continue it with "
                              f"--resume {args.out}, start over with --overwrite, or give a new --out")
-        parallel = start(args) if start else OneProcess()
-        with parallel.main_rank_first():
-            data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
+        data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
         print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
         vocab, shortest = data.tokenizer.get_vocab_size(), min(len(data.train), len(data.val))
         if shortest <= args.context + 1:
@@ -430,7 +415,7 @@ def main(argv=None, parser=None, start=None) -> dict:
                   "losses will not be an uninterrupted run's", file=sys.stderr)
         for name in found if args.overwrite else ():  # the old run goes first: a folder never mixes two
             (args.out / name).unlink()
-        return train(args, data, ckpt, parallel)
+        return train(args, data, ckpt)
     except UsageError as error:
         print(error, file=sys.stderr, flush=True)
         raise

@@ -1,533 +1,516 @@
-"""examples/train_lm.py on several processes or machines: torch.distributed (gloo) under torchrun.
+#!/usr/bin/env python3
+"""Train a small Llama-style language model on several processes or machines: torchrun, gloo, tilegrad.
 
-    torchrun --nproc-per-node 2 examples/train_lm_distributed.py                    # data parallel
-    torchrun --nproc-per-node 2 examples/train_lm_distributed.py --parallel vocab   # LM head sharded
+    torchrun --nproc-per-node 2 examples/train_lm_distributed.py                     # data parallel
+    torchrun --nproc-per-node 2 examples/train_lm_distributed.py --parallel vocab    # LM head split over the ranks
     torchrun --nnodes 2 --node-rank R --rdzv-endpoint HOST:29500 --nproc-per-node 2 examples/train_lm_distributed.py
+    python examples/train_lm_distributed.py                                          # one process: a group of one
 
-It takes every flag of train_lm.py (whose model, data and loop it runs: keep the two files side by
-side) and adds --parallel and --dist-timeout.
+The model, data and schedule are examples/train_lm.py's, repeated here so that this file stands alone;
+the checkpoints of either script continue under the other.
 
-Two modes (``--parallel``):
+--parallel data: DistributedDataParallel. Every rank holds the whole model and trains on its slice of
+each global batch (--batch-size); DDP averages the gradients, so every rank applies the same update.
+--parallel vocab: every rank sees the whole batch and holds the same transformer, but only rows
+[V*r/N, V*(r+1)/N) of the LM head (and of the embedding tied to it), with their gradient and AdamW
+state. The loss is tilegrad.torch.distributed.vocab_parallel_cross_entropy, which all-reduces the
+hidden states' gradient, so the replicated layers stay identical without DDP.
 
-* ``data`` (default): DistributedDataParallel. Every rank holds the whole model and trains on its
-  slice of every global batch (``--batch-size`` is the global batch); DDP averages the gradients, so
-  every rank applies the same update. The logged train loss is the mean over the global batch;
-  validation batches are split across the ranks and their losses summed.
-* ``vocab``: tensor parallelism of the LM head. Every rank sees the whole batch and holds the same
-  transformer, but only rows ``[V*r/N, V*(r+1)/N)`` of the LM head (with their gradient and AdamW
-  state). The loss is ``tilegrad.torch.distributed.vocab_parallel_cross_entropy``, which all-reduces
-  the gradient of the hidden states, so the replicated layers stay identical without DDP. With a
-  tied embedding (``--tie 1``) the embedding is sharded the same way (a lookup of the local rows,
-  summed across ranks). The gradient norm for clipping is taken over the whole head (all ranks).
-
-Checkpoints keep the single-process layout (the head gathered whole), so a run can be resumed on any
-number of processes, or on one. Rank 0 writes every file (log, summary, checkpoint, sample); the
-other ranks print nothing and write into a private temporary folder. Without torchrun (no ``RANK`` /
-``WORLD_SIZE`` in the environment) none of this is active and the run is train_lm.py's, in one process.
+Rank 0 prints and writes --out's log.jsonl, summary.json and checkpoint.pt (also on Ctrl-C). The
+checkpoint has the single-process layout (the head gathered whole): --resume works on any number of
+processes.
 """
 
-from __future__ import annotations
-
 import argparse
-import atexit
-import contextlib
-import datetime
-import functools
-import inspect
 import hashlib
+import json
+import math
 import os
-import shutil
 import signal
 import sys
-import tempfile
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+import sysconfig
+import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
-from tilegrad.torch.distributed import run_then_exit
+import tilegrad.torch as tgt
+from tilegrad.torch import checkpoint, distributed
 
-import train_lm
-
-MODES = ("data", "vocab")
-DEFAULT_TIMEOUT_S = 300
-# train_lm's optimizer (tilegrad's AdamW, max_grad_norm=1.0) clips the gradient norm to 1.0; the
-# vocab-parallel mode applies this clip itself over the whole sharded head first
+CHECKPOINT, LOG, SUMMARY = "checkpoint.pt", "log.jsonl", "summary.json"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tilegrad" / "train_lm"
 MAX_GRAD_NORM = 1.0
-# Options every rank must agree on (checked at start-up, named when they differ); not the paths
-# (--text, --resume): they may differ between machines.
-AGREED_OPTIONS = ("vocab", "dim", "layers", "heads", "ffn_dim", "context", "tie", "batch_size", "seed", "steps",
-                  "lr", "dtype", "param_dtype", "filter", "parallel", "corpus", "eval_interval", "eval_batches")
+# Every rank must run the same training (checked at start-up); not the paths: they may differ between machines
+AGREED = ("vocab", "dim", "layers", "heads", "ffn_dim", "context", "tie", "batch_size", "seed", "steps", "lr",
+          "dtype", "param_dtype", "parallel", "corpus", "eval_interval", "eval_batches")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """train_lm.py's flags for torchrun runs."""
-    group = parser.add_argument_group("several processes (under torchrun; see the README)")
-    group.add_argument("--parallel", choices=MODES, default="data",
-                       help="data: DistributedDataParallel, each rank a slice of every batch (default); "
-                            "vocab: every rank the whole batch and 1/N of the LM head's rows")
-    group.add_argument("--dist-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                       help="a rank that waits this long for another one stops with an error "
-                            f"(default {DEFAULT_TIMEOUT_S})")
+# ---- Data (as in train_lm.py): text -> byte-level BPE tokens, cached; batches chosen by (seed, step) ----
+
+def load_text(path=None, corpus="pydoc"):
+    """(train, validation) text: --text's last 10%, or every 10th document of CPython's own text."""
+    if path is not None:
+        text = path.read_bytes().decode("utf-8")
+        cut = max(text.find("\n", len(text) * 9 // 10), len(text) * 9 // 10)
+        return text[:cut], text[cut:]
+    if corpus == "stdlib":
+        docs = [f.read_text("utf-8", "replace") for f in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))]
+    else:
+        from pydoc_data.topics import topics
+        docs = [topics[name].strip() + "\n" for name in sorted(topics)]
+    return "\n".join(d for i, d in enumerate(docs) if i % 10 != 5), "\n".join(docs[5::10])
 
 
-def launched_by_torchrun() -> bool:
-    """torchrun (and any launcher using torch.distributed's env:// convention) sets RANK and WORLD_SIZE."""
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+def prepare_data(text_file, vocab, cache_dir, corpus):
+    """Tokenizer and token ids, trained and encoded once per (text, vocabulary), then cached."""
+    import tokenizers
+
+    train_text, val_text = load_text(text_file, corpus)
+    key = hashlib.sha256(f"{tokenizers.__version__}|{vocab}|{len(train_text)}|{train_text}{val_text}".encode())
+    cache = cache_dir / key.hexdigest()[:16]
+    tok_file, ids_file = cache / "tokenizer.json", cache / "tokens.pt"
+    from_cache = tok_file.is_file() and ids_file.is_file()
+    if from_cache:
+        tokenizer, ids = tokenizers.Tokenizer.from_file(str(tok_file)), checkpoint.load(ids_file)
+    else:
+        bpe = tokenizers.ByteLevelBPETokenizer()
+        lines = train_text.splitlines(keepends=True)
+        bpe.train_from_iterator(("".join(lines[i:i + 64]) for i in range(0, len(lines), 64)), vocab_size=vocab,
+                                min_frequency=1, show_progress=False, special_tokens=["<|endoftext|>"])
+        tokenizer = bpe._tokenizer
+        ids = {k: torch.tensor(tokenizer.encode(t).ids) for k, t in (("train", train_text), ("val", val_text))}
+        cache.mkdir(parents=True, exist_ok=True)
+        checkpoint.save(ids, ids_file)
+        tokenizer.save(str(cache / f"{os.getpid()}.tmp"))
+        os.replace(cache / f"{os.getpid()}.tmp", tok_file)
+    return SimpleNamespace(train=ids["train"], val=ids["val"], tokenizer=tokenizer, key=cache.name,
+                           from_cache=from_cache, tokenizer_file=tok_file)
 
 
-def shard_bounds(vocab: int, world: int, rank: int) -> Tuple[int, int]:
-    """Rows [start, end) of a vocab-row matrix held by `rank`: contiguous, sizes differ by at most 1."""
-    return vocab * rank // world, vocab * (rank + 1) // world
+def train_batch(tokens, step, seed, batch_size, context):
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    window = tokens[torch.randint(0, len(tokens) - context - 1, (batch_size, 1), generator=gen)
+                    + torch.arange(context + 1)]
+    return window[:, :-1], window[:, 1:]
 
 
-def start(args: argparse.Namespace):
-    """train_lm.main's hooks for this process: train_lm.OneProcess, or (under torchrun) a joined gloo
-    process group."""
-    args.parallel = getattr(args, "parallel", None) or "data"  # checkpoints written before --parallel
-    args.dist_timeout = getattr(args, "dist_timeout", None) or DEFAULT_TIMEOUT_S
-    if not launched_by_torchrun():
-        if args.parallel != "data" and getattr(args, "resume", None) is not None:
-            # checkpoints are single-process files: a run trained on several processes continues on one
-            print(f"train_lm: one process: the checkpoint's --parallel {args.parallel} does not apply", flush=True)
-            args.parallel = "data"
-        if args.parallel != "data":
-            raise SystemExit(f"train_lm: --parallel {args.parallel} needs several processes: start it with "
-                             f"torchrun --nproc-per-node N {sys.argv[0]} ... (see the README)")
-        return train_lm.OneProcess()
-    if not args.dist_timeout > 0:
-        raise SystemExit(f"train_lm: --dist-timeout must be > 0 seconds, got {args.dist_timeout}")
-    if args.parallel == "vocab" and getattr(args, "filter", None) is not None:
-        raise SystemExit("train_lm: --filter filters the single-process fused loss; --parallel vocab's LM head "
-                         "(vocab_parallel_cross_entropy) has no gradient filtering: use --parallel data")
-    return Distributed(args)
+def val_batches(tokens, batch_size, context, max_batches):
+    count = max(1, min(max_batches * batch_size, (len(tokens) - 1) // context))
+    window = tokens[torch.linspace(0, len(tokens) - context - 1, count).long()[:, None] + torch.arange(context + 1)]
+    return [(w[:, :-1], w[:, 1:]) for w in window.split(batch_size)]
 
 
-# ----------------------------------------------------------------------------------------------------
-# Several processes
-# ----------------------------------------------------------------------------------------------------
-
-class Distributed:
-    """This rank's view of a torchrun job: process group, rank-0 output, model wrapping, agreed stops."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.mode = args.parallel
-        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        if args.threads is None:
-            # the cores shared by the ranks on this machine
-            args.threads = max(1, len(os.sched_getaffinity(0)) // self.local_world)
-        sys.excepthook = _explain_lost_rank
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.dist_timeout))
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.is_main = self.rank == 0
-        self.model: Optional[nn.Module] = None
-        self.opt: Optional[torch.optim.Optimizer] = None
-        self.head: Optional[VocabShard] = None
-        check_same_options(args, self.rank)
-        if self.mode == "data" and args.batch_size % self.world:
-            raise SystemExit(f"train_lm: --batch-size must be a multiple of the {self.world} processes with "
-                             f"--parallel data (each rank trains an equal slice), got {args.batch_size}")
-        if not self.is_main:
-            self._silence(args)
-
-    def _silence(self, args: argparse.Namespace) -> None:
-        """Ranks other than 0 print nothing (errors still reach stderr) and write into a private folder
-        that is removed at exit; they still read --resume's checkpoint."""
-        sys.stdout = open(os.devnull, "w")
-        import tqdm  # the progress bar goes to stderr, which stays open for errors: switch bars off
-        tqdm.tqdm.__init__ = functools.partialmethod(tqdm.tqdm.__init__, disable=True)
-        private = tempfile.mkdtemp(prefix=f"train_lm_rank{self.rank}_")
-        atexit.register(shutil.rmtree, private, ignore_errors=True)
-        args.out = type(args.out)(private)
-
-    @contextlib.contextmanager
-    def main_rank_first(self) -> Iterator[None]:
-        """Each machine's first rank runs the block (e.g. trains and caches the tokenizer) before the others."""
-        if self.local_rank != 0:
-            dist.barrier()
-        yield
-        if self.local_rank == 0:
-            dist.barrier()
-
-    def wrap(self, model: nn.Module, opt: torch.optim.Optimizer) -> nn.Module:
-        """The model as this mode trains it (the same module, sharded, or inside DDP). Vocab mode: the
-        head's rows replace its parameter in `opt` too, and their optimizer state is gathered into /
-        sliced from checkpoints."""
-        check_same_model(model, self.rank)
-        self.model, self.opt = model, opt
-        if self.mode == "vocab":
-            self.head = VocabShard(model, self.rank, self.world)
-            self.head.track_optimizer(opt)
-            return model
-        return DataParallel(model, self.rank, self.world)
-
-    def agreed(self, stop):
-        return AgreedStop(stop)
-
-    def describe(self) -> Dict[str, Any]:
-        """summary.json's fields for this job (called on every rank at the same point)."""
-        check_replicas_agree(self.model, self.head)
-        info: Dict[str, Any] = {"world_size": self.world, "parallel": self.mode,
-                                "threads_per_rank": torch.get_num_threads()}
-        if self.head is not None:
-            info["lm_head_memory"] = self.head.memory(self.opt)
-            # train_lm counts this rank's parameters; the model has the whole head
-            local = sum(p.numel() for p in self.model.parameters())
-            info.update(parameters=local - self.head.weight.numel() + self.head.vocab * self.head.weight.shape[1],
-                        parameters_per_rank=local)
-        return info
+def learning_rate(step, steps, peak):
+    """Linear warm-up over the first 5% of the steps, then cosine decay to 10% of the peak."""
+    warmup = max(1, steps // 20)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, steps - warmup)))))
 
 
-def check_same_options(args: argparse.Namespace, rank: int) -> None:
-    """Every rank must run the same training: the first option that differs is named (on every rank)."""
-    mine = {k: str(getattr(args, k, None)) for k in AGREED_OPTIONS}
-    everyone: List[Dict[str, str]] = [{} for _ in range(dist.get_world_size())]
-    dist.all_gather_object(everyone, mine)
-    for key in AGREED_OPTIONS:
-        values = [options[key] for options in everyone]
-        if len(set(values)) > 1:
-            other = next(r for r, v in enumerate(values) if v != values[0])
-            raise SystemExit(f"train_lm: the ranks disagree on --{key.replace('_', '-')}: {values[0]} on rank 0, "
-                             f"{values[other]} on rank {other} (every rank must run the same command; this is "
-                             f"rank {rank})")
+# ---- The model (as in train_lm.py), whose LM head can hold only this rank's vocabulary rows ---------
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return tgt.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
-def check_same_model(model: nn.Module, rank: int) -> None:
-    """The same parameter shapes and initial values on every rank (catches a tokenizer that came out
-    with another vocabulary on another machine, or another seed)."""
-    shapes = ";".join(f"{name}:{tuple(p.shape)}" for name, p in model.named_parameters())
-    digest = hashlib.sha256(b"".join(p.detach().float().contiguous().numpy().tobytes() for p in model.parameters()))
-    mine = (shapes, digest.hexdigest()[:16])
-    everyone: List[Tuple[str, str]] = [("", "") for _ in range(dist.get_world_size())]
-    dist.all_gather_object(everyone, mine)
-    for other, theirs in enumerate(everyone):
-        if theirs[0] != everyone[0][0]:
-            raise SystemExit(f"train_lm: rank {other}'s model differs from rank 0's (vocabulary of the tokenizer or "
-                             f"model sizes): rank 0 {everyone[0][0]} | rank {other} {theirs[0]} (this is rank {rank})")
-        if theirs[1] != everyone[0][1]:
-            raise SystemExit(f"train_lm: rank {other}'s initial weights differ from rank 0's (same shapes); "
-                             f"check --seed and the torch version on every machine (this is rank {rank})")
+class Block(nn.Module):
+    def __init__(self, args):
+        super().__init__()
+        self.heads = args.heads
+        self.attn_norm, self.mlp_norm = RMSNorm(args.dim), RMSNorm(args.dim)
+        self.qkv, self.attn_proj = (nn.Linear(args.dim, n * args.dim, bias=False) for n in (3, 1))
+        self.gate, self.up = (nn.Linear(args.dim, args.ffn_dim, bias=False) for _ in range(2))
+        self.mlp_proj = nn.Linear(args.ffn_dim, args.dim, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.attn_norm(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        q, k = tgt.apply_rotary_pos_emb(q, k, cos[None, :t].to(q.dtype), sin[None, :t].to(q.dtype))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.attn_proj(y.transpose(1, 2).reshape(b, t, d))
+        h = self.mlp_norm(x)
+        return x + self.mlp_proj(tgt.silu_mul(self.gate(h), self.up(h)))
 
 
-def check_replicas_agree(model: Optional[nn.Module], head: Optional["VocabShard"]) -> None:
-    """The replicated parameters must still be identical on every rank after training."""
-    if model is None:
-        return
-    sharded = {id(head.weight)} if head is not None else set()
-    total = torch.zeros(1, dtype=torch.float64)
-    for p in model.parameters():
-        if id(p) not in sharded:
-            total += p.detach().double().abs().sum()
-    everyone = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, total)
-    if any(not torch.equal(t, everyone[0]) for t in everyone):
-        raise RuntimeError(f"train_lm: the replicated weights diverged between ranks: "
-                           f"{[float(t) for t in everyone]} (a bug; please report it)")
+class LanguageModel(nn.Module):
+    def __init__(self, args, vocab):
+        super().__init__()
+        self.context, self.vocab, self.vocab_start = args.context, vocab, None  # None: the whole head
+        self.tok_emb = nn.Embedding(vocab, args.dim)
+        self.blocks = nn.ModuleList(Block(args) for _ in range(args.layers))
+        self.norm, self.lm_head = RMSNorm(args.dim), nn.Linear(args.dim, vocab, bias=False)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+        for block in self.blocks:
+            for proj in (block.attn_proj, block.mlp_proj):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * args.layers))
+        self.tied = bool(args.tie)
+        if self.tied:
+            self.lm_head.weight = self.tok_emb.weight
+        head_dim = args.dim // args.heads
+        inv_freq = 1.0 / 10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(args.context, dtype=torch.float64), inv_freq).repeat(1, 2)
+        # plain attributes, not buffers: constants that DDP has no need to broadcast
+        self.rope_cos, self.rope_sin = angles.cos().float(), angles.sin().float()
+
+    def keep_vocab_rows(self, start, end):
+        """From now on this rank holds rows [start, end) of the head (and of the embedding, when tied)."""
+        rows = nn.Parameter(self.lm_head.weight.detach()[start:end].clone())
+        self.lm_head.weight, self.vocab_start = rows, start
+        if self.tied:
+            self.tok_emb.weight = rows
+
+    def hidden(self, ids):
+        if self.vocab_start is not None and self.tied:
+            x = distributed.vocab_parallel_embedding(ids, self.tok_emb.weight, vocab_start_index=self.vocab_start)
+        else:
+            x = tgt.embedding(ids, self.tok_emb.weight)
+        for block in self.blocks:
+            x = block(x, self.rope_cos, self.rope_sin)
+        return self.norm(x)
+
+    def forward(self, ids, target):
+        h = self.hidden(ids)
+        h, target, w = h.reshape(-1, h.shape[-1]), target.reshape(-1), self.lm_head.weight
+        if self.vocab_start is None:
+            return tgt.linear_cross_entropy(h, w, target, loss_dtype=torch.float32)
+        loss = distributed.vocab_parallel_cross_entropy(h, w.to(h.dtype), target, vocab_start_index=self.vocab_start)
+        return loss.float()
+
+    @torch.no_grad()
+    def generate(self, ids, new_tokens, gen, temperature=0.8, top_k=40):
+        """Every rank calls it (the head is gathered whole) and gets the same tokens."""
+        head = self.lm_head.weight
+        if self.vocab_start is not None:
+            head = distributed.gather_vocab_shards(head.detach(), self.vocab)
+        for _ in range(new_tokens):
+            logits = F.linear(self.hidden(ids[:, -self.context:])[:, -1], head).float() / temperature
+            logits[logits < torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]] = -math.inf
+            ids = torch.cat([ids, torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)], dim=1)
+        return ids
 
 
-def _raised_by_a_collective(value: BaseException) -> bool:
-    """A torch.distributed error, or gloo's own RuntimeError ("Connection closed by peer", "Connection
-    reset by peer", "Timed out waiting ... for recv"), which may surface from a collective or from
-    DDP's all-reduce inside backward(); its text names gloo's source."""
-    return isinstance(value, dist.DistError) or (isinstance(value, RuntimeError) and "gloo" in str(value))
+def digest(params):
+    return hashlib.sha256(b"".join(p.detach().float().contiguous().numpy().tobytes() for p in params)).hexdigest()
 
 
-def _explain_lost_rank(kind, value, tb) -> None:
-    """Uncaught errors of the collectives: say what most likely happened before the traceback."""
-    if _raised_by_a_collective(value):
-        rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
-        print(f"train_lm: rank {rank}: lost contact with the other ranks ({str(value).splitlines()[0][:300]}); "
-              f"another rank probably died or was killed, or stayed silent longer than --dist-timeout. "
-              f"Stopping; the last checkpoint (if any) is in the --out folder.", file=sys.stderr, flush=True)
-    sys.__excepthook__(kind, value, tb)
+def build(args, vocab, job):
+    """(model, optimizer), the same on every rank: checked, then (vocab mode) this rank's head rows kept."""
+    torch.manual_seed(args.seed)
+    model = LanguageModel(args, vocab).to(getattr(torch, args.param_dtype))
+    agree({"the model's shapes": [tuple(p.shape) for p in model.parameters()],
+           "the initial weights (check --seed and the torch version)": digest(model.parameters())})
+    if job.mode == "vocab":
+        model.keep_vocab_rows(*distributed.vocab_shard_bounds(vocab, job.world, job.rank))
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return model, tgt.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), max_grad_norm=MAX_GRAD_NORM,
+                                  master_weights=args.param_dtype != "float32")
 
 
-class AgreedStop:
-    """train_lm's StopFlag, agreed by all ranks: Ctrl-C (torchrun forwards it to every rank) on
-    any rank stops every rank after the same step, so all of them reach the checkpoint."""
+def agree(values):
+    """Every rank stops, naming the first difference, when the ranks' values differ."""
+    try:
+        distributed.check_same_on_all_ranks(values)
+    except ValueError as error:
+        raise SystemExit(f"train_lm_distributed: {str(error).split(': ', 1)[1]}; every rank must run the same "
+                         "command") from None
 
-    def __init__(self, stop) -> None:
-        self.stop = stop
 
-    def __enter__(self) -> "AgreedStop":
-        self.stop.__enter__()
-        # A Ctrl-C reaches each rank twice (from the terminal's process group, and forwarded by
-        # torchrun): both only ask for the agreed stop. StopFlag's "second Ctrl-C stops at once" would
-        # turn the pair into a KeyboardInterrupt mid-step; torchrun escalates a real second Ctrl-C.
-        signal.signal(signal.SIGINT, self._request)
+# ---- Checkpoints in the single-process layout: the head's rows (and their AdamW state) gathered -----
+
+def is_rows(state, rows):
+    """Whether an optimizer state entry has one row per head row (the moments, the master weights)."""
+    return torch.is_tensor(state) and state.dim() > 0 and len(state) == rows
+
+
+def head_index(model, opt):
+    """The head's position among the optimizer's parameters (its key in the optimizer's state dict)."""
+    return next(i for i, p in enumerate(p for g in opt.param_groups for p in g["params"]) if p is model.lm_head.weight)
+
+
+def whole_state(model, opt):
+    """(model, optimizer) state dicts as one process holding the whole head would save them."""
+    state, opt_state = model.state_dict(), opt.state_dict()
+    if model.vocab_start is not None:
+        rows = len(model.lm_head.weight)
+        whole = lambda t: distributed.gather_vocab_shards(t, model.vocab) if is_rows(t, rows) else t  # noqa: E731
+        for key in ("lm_head.weight", "tok_emb.weight") if model.tied else ("lm_head.weight",):
+            state[key] = whole(state[key])
+        index = head_index(model, opt)
+        opt_state["state"][index] = {k: whole(v) for k, v in opt_state["state"][index].items()}
+    return state, opt_state
+
+
+def load_whole_state(model, opt, ckpt):
+    """whole_state()'s inverse: this rank keeps its rows of the head and of the head's AdamW state."""
+    state, opt_state = dict(ckpt["model"]), dict(ckpt["optimizer"], state=dict(ckpt["optimizer"]["state"]))
+    if model.vocab_start is not None:
+        start, end = model.vocab_start, model.vocab_start + len(model.lm_head.weight)
+        mine = lambda t: t[start:end] if is_rows(t, model.vocab) else t  # noqa: E731
+        for key in ("lm_head.weight", "tok_emb.weight") if model.tied else ("lm_head.weight",):
+            state[key] = mine(state[key])
+        index = head_index(model, opt)
+        if index in opt_state["state"]:
+            opt_state["state"][index] = {k: mine(v) for k, v in opt_state["state"][index].items()}
+    model.load_state_dict(state)
+    opt.load_state_dict(opt_state)
+
+
+def head_memory(model, opt):
+    """Bytes of the head's rows, gradient and AdamW state on this rank, and for one process (whole head)."""
+    head = model.lm_head.weight
+    state = opt.state.get(head, {}).values()
+    per_rank = {"rows": len(head), "weight_bytes": head.numel() * head.element_size(),
+                "grad_bytes": head.numel() * head.element_size(),
+                "optimizer_state_bytes": sum(v.numel() * v.element_size() for v in state if is_rows(v, len(head)))}
+    one = {"rows": model.vocab, **{k: round(v * model.vocab / len(head)) for k, v in per_rank.items() if k != "rows"}}
+    return {"tied_to_embedding": model.tied, "per_rank": per_rank, "one_process": one}
+
+
+# ---- Training -------------------------------------------------------------------------------------
+
+def train_step(net, model, opt, batch, lr, args, job):
+    """One step on this rank's part of the global batch; returns the global batch's mean loss."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    x, y = batch
+    if job.mode == "data":
+        x, y = x.tensor_split(job.world)[job.rank], y.tensor_split(job.world)[job.rank]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bfloat16"):
+        loss = net(x, y)
+    loss.backward()
+    if job.mode == "vocab":  # the norm over the whole head; AdamW's own clip then finds nothing to do
+        head = model.lm_head.weight
+        distributed.clip_grad_norm_([p for p in model.parameters() if p is not head], [head], MAX_GRAD_NORM)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    loss = loss.detach().float()
+    if job.mode == "data":
+        dist.all_reduce(loss)
+        loss /= job.world
+    return loss.item()
+
+
+@torch.no_grad()
+def evaluate(model, batches, args, job):
+    """The mean loss over the validation batches (data mode: each rank a slice of every batch)."""
+    model.eval()
+    losses = []
+    for x, y in batches:
+        if job.mode == "data":
+            x, y = x.tensor_split(job.world)[job.rank], y.tensor_split(job.world)[job.rank]
+        total = torch.zeros(2, dtype=torch.float64)  # token-weighted: uneven slices give one process's mean
+        if y.numel():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bfloat16"):
+                total[0], total[1] = model(x, y).double() * y.numel(), y.numel()
+        if job.mode == "data":
+            dist.all_reduce(total)
+        losses.append(float(total[0] / total[1]))
+    model.train()
+    return sum(losses) / len(losses)
+
+
+class StopRequest:
+    """Ctrl-C asks for a stop between two steps. torchrun forwards it to every rank, which may then see
+    it twice (from the terminal too): both only ask; torchrun itself escalates a real second Ctrl-C."""
+
+    def __enter__(self):
+        self.requested, self.previous = False, signal.signal(signal.SIGINT, self.request)
         return self
 
-    def _request(self, signum, frame) -> None:
-        self.stop.requested = True
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
 
-    def __exit__(self, *exc) -> None:
-        self.stop.__exit__(*exc)
-
-    def should_stop(self, completed: int) -> bool:
-        flag = torch.tensor([1 if self.stop.should_stop(completed) else 0], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+    def request(self, signum, frame):
+        self.requested = True
 
 
-# ----------------------------------------------------------------------------------------------------
-# Data parallel
-# ----------------------------------------------------------------------------------------------------
+def train(args, ckpt, job):
+    from tqdm import tqdm
 
-class DataParallel(nn.Module):
-    """DDP around the language model; forward(ids, target) takes the GLOBAL batch and trains on this
-    rank's slice. State dicts, parameters and generate() are those of the plain model (checkpoints
-    stay single-process files)."""
+    with distributed.local_main_rank_first():  # one rank per machine trains the tokenizer, the others read it
+        data = prepare_data(args.text, args.vocab, args.cache_dir, args.corpus)
+    print(f"tokenizer: {'cached' if data.from_cache else 'trained'} {data.tokenizer_file}", flush=True)
+    vocab = data.tokenizer.get_vocab_size()
+    if min(len(data.train), len(data.val)) <= args.context + 1:
+        raise SystemExit(f"train_lm_distributed: the text is too short for --context {args.context}")
+    model, opt = build(args, vocab, job)
+    net = DistributedDataParallel(model) if job.mode == "data" else model
+    if ckpt:
+        load_whole_state(model, opt, ckpt)
+    completed = ckpt["completed"] if ckpt else 0
+    log = [r for r in read_log(args.out / LOG) if r["step"] <= completed] if ckpt and job.rank == 0 else []
+    val = val_batches(data.val, args.batch_size, args.context, args.eval_batches)
+    print(f"[tilegrad] vocabulary {vocab}, {job.world} processes x {torch.get_num_threads()} threads, --parallel "
+          f"{job.mode}", flush=True)
+    with StopRequest() as stop, tqdm(total=args.steps, initial=completed, disable=job.rank != 0) as bar, \
+            open(args.out / LOG if job.rank == 0 else os.devnull, "w") as file:
+        def write(record):
+            if not all(math.isfinite(v) for k, v in record.items() if k.endswith("loss")):
+                raise SystemExit(f"train_lm_distributed: step {record['step']}: the loss diverged ({record}); "
+                                 f"nothing saved: lower --lr")
+            log.append(record)
+            print(json.dumps(record), file=file, flush=True)
 
-    def __init__(self, model: nn.Module, rank: int, world: int) -> None:
-        super().__init__()
-        from torch.nn.parallel import DistributedDataParallel
-        # the rotary tables are constant buffers: no need to send them every step (the flag's newer name
-        # where torch has it)
-        newer = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
-        self.ddp = DistributedDataParallel(model, **{"forward_sync_buffers" if newer else "broadcast_buffers": False})
-        self.rank, self.world = rank, world
-
-    @property
-    def inner(self) -> nn.Module:
-        return self.ddp.module
-
-    @property
-    def ops(self):
-        """The path's ops (train_lm's optimizer and gradient clipping come from them)."""
-        return self.inner.ops
-
-    def forward(self, ids: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if not self.training:
-            return self._evaluate(ids, target)
-        loss = self.ddp(ids.tensor_split(self.world)[self.rank], target.tensor_split(self.world)[self.rank])
-        # the value logged is the global batch's mean; the gradient is this rank's (DDP averages them)
-        mean = loss.detach().float().clone()
-        dist.all_reduce(mean)
-        return loss + (mean / self.world - loss.detach()).to(loss.dtype)
-
-    def _evaluate(self, ids: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Mean loss over the whole batch, each rank computing a slice (token-weighted, so uneven
-        slices of a short last batch give the same mean as one process)."""
-        x, y = ids.tensor_split(self.world)[self.rank], target.tensor_split(self.world)[self.rank]
-        total = torch.zeros(2, dtype=torch.float64)
-        if y.numel():
-            total[0] = self.inner(x, y).double() * y.numel()
-            total[1] = y.numel()
-        dist.all_reduce(total)
-        return (total[0] / total[1]).float()
-
-    def state_dict(self, *args, **kwargs):
-        return self.inner.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args, **kwargs):
-        return self.inner.load_state_dict(*args, **kwargs)
-
-    def generate(self, *args, **kwargs):
-        return self.inner.generate(*args, **kwargs)
+        file.writelines(json.dumps(r) + "\n" for r in log)
+        if not completed:
+            write({"step": 0, "val_loss": evaluate(model, val, args, job)})
+        while completed < args.steps and not distributed.any_rank(stop.requested):
+            lr = learning_rate(completed, args.steps, args.lr)
+            batch = train_batch(data.train, completed, args.seed, args.batch_size, args.context)
+            loss = train_step(net, model, opt, batch, lr, args, job)
+            completed += 1
+            write({"step": completed, "train_loss": loss, "lr": lr, "time": time.time()})
+            if completed % args.eval_interval == 0 or completed == args.steps:
+                write({"step": completed, "val_loss": evaluate(model, val, args, job)})
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+            bar.update(1)
+    head = model.lm_head.weight
+    agree({"the replicated weights after training (a bug: please report it)":
+           digest(p for p in model.parameters() if p is not head or job.mode == "data")})
+    model_state, opt_state = whole_state(model, opt)  # a collective: on every rank
+    saved = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+             if k not in ("out", "resume", "overwrite")}
+    if job.rank == 0:
+        checkpoint.save({"model": model_state, "optimizer": opt_state, "completed": completed, "args": saved,
+                         "tokens": data.key}, args.out / CHECKPOINT)
+    return finish(args, data, model, opt, job, log, completed)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Vocabulary-parallel LM head
-# ----------------------------------------------------------------------------------------------------
-
-class _SumOverRanks(torch.autograd.Function):
-    """Forward: all-reduce SUM of partial results. Backward: identity (the output's gradient is the
-    same on every rank, as everything after it is replicated)."""
-
-    @staticmethod
-    def forward(ctx, partial: torch.Tensor) -> torch.Tensor:
-        total = partial.contiguous().clone()
-        dist.all_reduce(total)
-        return total
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        return grad
-
-
-class ShardedHeadOps:
-    """The path's ops with the LM-head loss (and, when tied, the embedding) over vocabulary shards."""
-
-    def __init__(self, ops, start: int, tied: bool) -> None:
-        self.inner, self.start, self.tied = ops, start, tied
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def linear_cross_entropy(self, hidden: torch.Tensor, weight_shard: torch.Tensor, target: torch.Tensor,
-                             **_options) -> torch.Tensor:
-        """The loss over the ranks' shards (--filter is refused in this mode; the loss is float32 as asked)."""
-        from tilegrad.torch.distributed import vocab_parallel_cross_entropy
-        if hidden.dtype != weight_shard.dtype:  # under bf16 autocast, as F.linear would compute
-            weight_shard = weight_shard.to(hidden.dtype)
-        return vocab_parallel_cross_entropy(hidden, weight_shard, target, vocab_start_index=self.start)
-
-    def embedding(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        if not self.tied:
-            return self.inner.embedding(ids, weight)
-        # each rank looks up the ids in its rows (others: row 0, zeroed), the ranks' parts are summed
-        local = ids - self.start
-        mine = (local >= 0) & (local < weight.shape[0])
-        rows = self.inner.embedding(torch.where(mine, local, 0), weight)
-        return _SumOverRanks.apply(rows * mine.unsqueeze(-1).to(rows.dtype))
+def finish(args, data, model, opt, job, log, completed):
+    """summary.json (rank 0), then a sample generated on every rank (printed by rank 0) or how to go on."""
+    vals, tail = [r["val_loss"] for r in log if "val_loss" in r], [r["train_loss"] for r in log if "train_loss" in r]
+    local = sum(p.numel() for p in model.parameters())
+    summary = {"parameters": local - model.lm_head.weight.numel() + model.lm_head.weight[0].numel() * model.vocab,
+               "vocab": model.vocab, "steps": completed, "tokens_per_step": args.batch_size * args.context,
+               "dtype": args.dtype, "param_dtype": args.param_dtype, "world_size": job.world, "parallel": job.mode,
+               "threads_per_rank": torch.get_num_threads()}
+    if job.mode == "vocab":
+        summary.update(parameters_per_rank=local, lm_head_memory=head_memory(model, opt))
+    if job.rank == 0:
+        summary.update(final_train_loss=sum(tail[-10:]) / len(tail[-10:]) if tail else None,
+                       first_val_loss=vals[0], final_val_loss=vals[-1])
+        (args.out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    if completed < args.steps:
+        print(f"\nstopped after step {completed}; checkpoint saved. Continue with:\n"
+              f"    torchrun --nproc-per-node N {sys.argv[0]} --resume {args.out}", flush=True)
+    elif args.sample_tokens:
+        out = model.generate(torch.tensor([data.tokenizer.encode("The ").ids]), args.sample_tokens,
+                             torch.Generator().manual_seed(args.seed))
+        print(f"\n--- sample ---\n{data.tokenizer.decode(out[0].tolist())}\n--------------", flush=True)
+    return summary
 
 
-def _gather_rows(shard: torch.Tensor, vocab: int, world: int) -> torch.Tensor:
-    """The whole (vocab, ...) tensor from every rank's contiguous rows (shards may differ by one row)."""
-    longest = -(-vocab // world)
-    padded = shard.new_zeros((longest, *shard.shape[1:]))
-    padded[:shard.shape[0]] = shard
-    parts = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(parts, padded.contiguous())
-    rows = [parts[r][:shard_bounds(vocab, world, r)[1] - shard_bounds(vocab, world, r)[0]] for r in range(world)]
-    return torch.cat(rows)
+def read_log(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-class VocabShard:
-    """Turns a LanguageModel's LM head (and its tied embedding) into this rank's rows, in place.
+# ---- The command line ------------------------------------------------------------------------------
 
-    The shard replaces the parameter at the same place, so the model's parameter order (and with it
-    the optimizer's state indices) is the single-process one; state_dict()s gather the rows into the
-    whole head, load_state_dict()s take a whole head and keep the rows, for model and optimizer.
-    """
-
-    def __init__(self, model: nn.Module, rank: int, world: int) -> None:
-        self.model, self.rank, self.world = model, rank, world
-        full = model.lm_head.weight
-        self.vocab = full.shape[0]
-        if self.vocab < world:
-            raise SystemExit(f"train_lm: --parallel vocab needs at least one vocabulary row per rank: vocabulary "
-                             f"{self.vocab}, {world} ranks")
-        self.tied = full is model.tok_emb.weight
-        self.start, self.end = shard_bounds(self.vocab, world, rank)
-        self.keys = ("lm_head.weight", "tok_emb.weight") if self.tied else ("lm_head.weight",)
-        self.full, self.weight = full, nn.Parameter(full.detach()[self.start:self.end].clone())
-        model.lm_head.weight = self.weight
-        if self.tied:
-            model.tok_emb.weight = self.weight
-        self.full_ops = model.ops
-        model.ops = ShardedHeadOps(model.ops, self.start, self.tied)
-        model.generate = self._generate_with_whole_head
-        # (torch marks the hook it is given: a bound method cannot be marked, a partial can)
-        model.register_state_dict_post_hook(functools.partial(VocabShard._gather_model_state, self))
-        model.register_load_state_dict_pre_hook(self._slice_model_state)
-        self.weight.register_post_accumulate_grad_hook(self._clip_after_backward)
-        self.clip_queued = False
-
-    # --- gradient clipping over the whole head -------------------------------------------------------
-
-    def _clip_after_backward(self, _param: torch.Tensor) -> None:
-        """Queued once per backward: runs when every gradient is final."""
-        if not self.clip_queued:
-            self.clip_queued = True
-            torch.autograd.Variable._execution_engine.queue_callback(self._clip_by_global_norm)
-
-    def _clip_by_global_norm(self) -> None:
-        """clip_grad_norm_(all parameters, MAX_GRAD_NORM) with the head's norm summed over the ranks.
-        The clip inside tilegrad's AdamW that follows sees a norm <= MAX_GRAD_NORM and
-        does nothing; every rank scales by the same factor, so the replicas stay identical."""
-        self.clip_queued = False
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        replicated = [g for g in grads if g is not self.weight.grad]
-        head_sq = self.weight.grad.double().square().sum().reshape(1) if self.weight.grad is not None \
-            else torch.zeros(1, dtype=torch.float64)
-        dist.all_reduce(head_sq)
-        rest_sq = sum((g.double().square().sum() for g in replicated), torch.zeros((), dtype=torch.float64))
-        norm = float((head_sq[0] + rest_sq).sqrt())
-        scale = MAX_GRAD_NORM / (norm + 1e-6)
-        if scale < 1.0:
-            torch._foreach_mul_(grads, scale)
-
-    # --- checkpoints in the single-process layout ---------------------------------------------------
-
-    def _gather_model_state(self, module, state: Dict[str, torch.Tensor], prefix: str, _meta) -> None:
-        whole = _gather_rows(self.weight.detach(), self.vocab, self.world)
-        for key in self.keys:
-            state[prefix + key] = whole
-
-    def _slice_model_state(self, module, state: Dict[str, torch.Tensor], prefix: str, *_rest) -> None:
-        for key in self.keys:
-            tensor = state.get(prefix + key)
-            if tensor is not None and tensor.shape[0] == self.vocab:
-                state[prefix + key] = tensor[self.start:self.end]
-
-    def track_optimizer(self, opt: torch.optim.Optimizer) -> None:
-        """`opt` was built over the whole head: it steps this rank's rows instead (it holds no state yet)."""
-        for group in opt.param_groups:
-            group["params"] = [self.weight if p is self.full else p for p in group["params"]]
-        self.full = None  # the whole head is no longer held anywhere: freed
-        params = [p for group in opt.param_groups for p in group["params"]]
-        self.index = next(i for i, p in enumerate(params) if p is self.weight)
-        opt.register_state_dict_post_hook(self._gather_optimizer_state)
-        opt.register_load_state_dict_pre_hook(self._slice_optimizer_state)
-
-    def _gather_optimizer_state(self, opt, state_dict: Dict) -> Dict:
-        own = state_dict["state"].get(self.index)
-        if own is not None:  # a copy: the optimizer's own state dict must keep the rows
-            state_dict["state"][self.index] = {
-                k: _gather_rows(v, self.vocab, self.world) if self._is_rows(v) else v for k, v in own.items()}
-        return state_dict
-
-    def _slice_optimizer_state(self, opt, state_dict: Dict) -> Dict:
-        own = state_dict["state"].get(self.index)
-        if own is not None:
-            state_dict = dict(state_dict, state=dict(state_dict["state"]))
-            state_dict["state"][self.index] = {
-                k: v[self.start:self.end] if torch.is_tensor(v) and v.dim() and v.shape[0] == self.vocab else v
-                for k, v in own.items()}
-        return state_dict
-
-    def _is_rows(self, value: Any) -> bool:
-        return torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == self.weight.shape[0]
-
-    # --- the sample: the whole head on every rank, generated locally --------------------------------
-
-    def _generate_with_whole_head(self, *args, **kwargs):
-        whole = nn.Parameter(_gather_rows(self.weight.detach(), self.vocab, self.world), requires_grad=False)
-        model = self.model
-        model.lm_head.weight = whole
-        if self.tied:
-            model.tok_emb.weight = whole
-        model.ops = self.full_ops
-        try:
-            return type(model).generate(model, *args, **kwargs)
-        finally:
-            model.lm_head.weight = self.weight
-            if self.tied:
-                model.tok_emb.weight = self.weight
-            model.ops = ShardedHeadOps(self.full_ops, self.start, self.tied)
-
-    # --- what the report shows ----------------------------------------------------------------------
-
-    def memory(self, opt: Optional[torch.optim.Optimizer]) -> Dict[str, Any]:
-        """Bytes of the head's rows, their gradient and their optimizer state on this rank, and what one
-        process holds for the whole head (the same tensors times vocab / rows)."""
-        weight = self.weight.numel() * self.weight.element_size()
-        state = opt.state.get(self.weight, {}) if opt is not None else {}
-        optimizer = sum(v.numel() * v.element_size() for v in state.values() if self._is_rows(v))
-        per_rank = {"rows": self.end - self.start, "weight_bytes": weight, "grad_bytes": weight,
-                    "optimizer_state_bytes": optimizer}
-        factor = self.vocab / (self.end - self.start)
-        one = {"rows": self.vocab, **{k: round(v * factor) for k, v in per_rank.items() if k != "rows"}}
-        return {"tied_to_embedding": self.tied, "per_rank": per_rank, "one_process": one}
+def positive(kind):
+    """An argparse type: a finite `kind` > 0 (a mistake is refused naming the flag and the value)."""
+    def parse(text):
+        if not 0 < (value := kind(text)) < math.inf:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def build_parser():
-    """train_lm.py's command line with --parallel and --dist-timeout."""
-    parser = train_lm.build_parser()
-    add_arguments(parser)
-    return parser
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--parallel", choices=("data", "vocab"), default="data",
+                   help="data: each rank a slice of every batch; vocab: each rank 1/N of the LM head's rows")
+    p.add_argument("--dist-timeout", type=positive(float), default=300.0, help="seconds a rank waits for another")
+    p.add_argument("--out", type=Path, help="run folder (default: runs/train_lm_distributed, or --resume's)")
+    p.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
+    p.add_argument("--overwrite", action="store_true", help="start over in an --out folder holding a run")
+    for name, default in (("steps", 500), ("batch-size", 8), ("context", 128), ("dim", 192), ("layers", 4),
+                          ("heads", 4), ("ffn-dim", 512), ("eval-interval", 50), ("eval-batches", 6)):
+        p.add_argument(f"--{name}", type=positive(int), default=default)
+    p.add_argument("--threads", type=positive(int), help="torch threads per rank (default: the cores / the ranks here)")
+    p.add_argument("--lr", type=positive(float), default=3e-3)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--param-dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tie", type=int, choices=(0, 1), default=1)
+    p.add_argument("--vocab", type=positive(int), default=8192)
+    p.add_argument("--text", type=Path)
+    p.add_argument("--corpus", choices=("pydoc", "stdlib"), default="pydoc")
+    p.add_argument("--cache-dir", type=Path, default=CACHE)
+    p.add_argument("--sample-tokens", type=int, default=120)
+    return p
 
 
-def main(argv=None) -> Dict[str, Any]:
-    """train_lm.main on this rank (or, without torchrun, in this one process); returns the summary."""
-    return train_lm.main(argv, parser=build_parser(), start=start)
+RESUMABLE = ("steps", "lr", "threads", "sample_tokens", "eval_interval", "cache_dir", "parallel", "dist_timeout")
+
+
+def parse_args(argv=None):
+    """(options, checkpoint or None); with --resume the checkpoint's options, RESUMABLE ones typed again."""
+    parser, ckpt = build_parser(), None
+    args = parser.parse_args(argv)
+    if args.resume:
+        try:
+            ckpt = checkpoint.load(args.resume / CHECKPOINT, required=("model", "optimizer", "completed", "args"))
+        except ValueError as error:
+            raise SystemExit(f"train_lm_distributed: --resume {args.resume}: {error}") from None
+        parser.set_defaults(**ckpt["args"])
+        args = parser.parse_args(argv)
+        changed = [f"--{k.replace('_', '-')} {getattr(args, k)} (checkpoint: {v})" for k, v in ckpt["args"].items()
+                   if k not in RESUMABLE and str(getattr(args, k, v)) != str(v)]
+        if changed:
+            raise SystemExit(f"train_lm_distributed: --resume {args.resume}: flags differ from the saved run: "
+                             f"{', '.join(changed)}")
+    args.out = args.out or args.resume or Path("runs") / "train_lm_distributed"
+    if not args.resume and not args.overwrite and any((args.out / f).exists() for f in (CHECKPOINT, LOG, SUMMARY)):
+        raise SystemExit(f"train_lm_distributed: --out {args.out} already holds a run: --resume {args.out}, "
+                         "--overwrite, or a new --out")
+    if args.dim % (2 * args.heads):
+        raise SystemExit(f"train_lm_distributed: --dim must be a multiple of 2 x --heads, got --dim {args.dim}")
+    return args, ckpt
+
+
+def main(argv=None):
+    """Runs a command line on this rank (alone without torchrun); returns the summary."""
+    args, ckpt = parse_args(argv)
+    rank, world = distributed.start_process_group(args.dist_timeout)
+    job = SimpleNamespace(rank=rank, world=world, mode=args.parallel)
+    threads, stdout = torch.get_num_threads(), sys.stdout
+    try:
+        if rank != 0:  # rank 0 alone prints; errors still reach stderr
+            sys.stdout = open(os.devnull, "w")
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # the cores are shared by this machine's ranks
+        torch.set_num_threads(args.threads or max(1, len(os.sched_getaffinity(0)) // local_ranks))
+        agree({f"--{k.replace('_', '-')}": getattr(args, k) for k in AGREED})
+        if job.mode == "data" and args.batch_size % world:
+            raise SystemExit(f"train_lm_distributed: --batch-size must be a multiple of the {world} processes with "
+                             f"--parallel data, got {args.batch_size}")
+        if rank == 0:
+            args.out.mkdir(parents=True, exist_ok=True)
+            for name in (CHECKPOINT, LOG, SUMMARY) if args.overwrite else ():
+                (args.out / name).unlink(missing_ok=True)
+        return train(args, ckpt, job)
+    finally:
+        sys.stdout = stdout
+        torch.set_num_threads(threads)
+        if world == 1:  # this process's own group, left as it was found (a torchrun rank ends here)
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    if launched_by_torchrun():
-        run_then_exit(main)
-    else:
-        main()
+    distributed.run_then_exit(main)  # gloo's destructors can abort a finished rank at exit: leave through it

@@ -176,7 +176,7 @@ def tiny_model(path: str, param_dtype: str = "float32", lr: float = 1e-3):
     """(model, optimizer) of one path: a 300-token vocabulary, one block, seed 0."""
     args = argparse.Namespace(context=16, dim=32, layers=1, heads=2, ffn_dim=64, tie=1, filter=None, seed=0,
                               param_dtype=param_dtype, lr=lr)
-    return train_lm.build(args, 300, ops_of(path))
+    return runs.build_model(args, 300, path)
 
 
 @pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])

@@ -26,13 +26,19 @@ from train_lm_flags import QUICK, QUICK_STEPS, QUICK_VOCAB  # noqa: E402
 
 
 def main_stopped(argv):
-    """train_lm.main(argv) where `--stop-at STEP` in argv (the tests' own, not a flag of train_lm) stops
-    the run after STEP steps, exactly as a Ctrl-C during that step would."""
+    """train_lm.main(argv) where `--stop-at STEP` in argv (the tests' own, not a flag of train_lm) sends
+    this process a Ctrl-C (SIGINT) during step STEP of the run: it stops after that step, as a user's would."""
     at = argv.index("--stop-at")
     step, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
-    ctrl_c = train_lm.StopFlag.should_stop
+    schedule = train_lm.learning_rate  # called with each step's index, just before the step
+
+    def ctrl_c_during(index, *rest):
+        if index == step - 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return schedule(index, *rest)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(train_lm.StopFlag, "should_stop", lambda self, done: done >= step or ctrl_c(self, done))
+        patch.setattr(train_lm, "learning_rate", ctrl_c_during)
         return train_lm.main(argv)
 
 
@@ -146,9 +152,9 @@ def test_bfloat16_parameters_resume_with_their_master_weights(quick_run, tmp_pat
 def test_ctrl_c_requests_a_stop_between_steps():
     """SIGINT only sets the flag (the loop checkpoints between whole steps); a second one interrupts."""
     with train_lm.StopFlag() as stop:
-        assert not stop.should_stop(0)
+        assert not stop.requested
         os.kill(os.getpid(), signal.SIGINT)
-        assert stop.should_stop(0)
+        assert stop.requested
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
 

@@ -1,7 +1,9 @@
-"""examples/train_lm_distributed.py (train_lm.py under torch.distributed): 2 processes on this machine over loopback (gloo),
-the tests' small model (train_lm_flags.QUICK). Data parallel and the vocabulary-parallel LM head against the single-process run (same
-global batch, seed and steps), Ctrl-C on the launcher then --resume (on 2 processes and on 1), a
-killed rank, ranks started with different options."""
+"""examples/train_lm_distributed.py (train_lm.py's model and data under torch.distributed, in a file of
+its own): 2 processes on this machine over loopback (gloo), the tests' small model
+(train_lm_flags.QUICK). Data parallel and the vocabulary-parallel LM head against train_lm.py's
+single-process run (same global batch, seed and steps), the script alone (a group of one), Ctrl-C on
+the launcher then --resume (on 2 processes, and on 1 with train_lm.py), a killed rank, ranks started
+with different options. The library functions it uses: tests/torch/test_distributed_training.py."""
 
 import json
 import os
@@ -23,7 +25,6 @@ SCRIPT = EXAMPLES / "train_lm_distributed.py"
 sys.path.insert(0, str(EXAMPLES))
 import train_lm  # noqa: E402
 from train_lm_flags import QUICK, QUICK_VOCAB, quick_value  # noqa: E402
-import train_lm_distributed  # noqa: E402
 
 STEPS = 50  # the issue's "over 50 steps"
 HANG_GUARD_S = 240  # a launch that takes longer than this is a hang, not a slow machine
@@ -189,7 +190,7 @@ def test_a_killed_rank_stops_the_others_with_a_clear_error(runs, tmp_path):
                 proc.kill()
                 proc.communicate()
     assert ranks[0].returncode != 0
-    assert "train_lm: rank 0: lost contact with the other ranks" in stderr, stderr[-3000:]
+    assert "tilegrad.torch.distributed: rank 0 lost contact with the other ranks" in stderr, stderr[-3000:]
 
 
 def test_ranks_with_different_options_stop_at_start_up(runs, tmp_path):
@@ -199,13 +200,33 @@ def test_ranks_with_different_options_stop_at_start_up(runs, tmp_path):
     results = [proc.communicate(timeout=HANG_GUARD_S) for proc in ranks]
     for rank, (proc, (_, stderr)) in enumerate(zip(ranks, results)):
         assert proc.returncode != 0
-        assert f"the ranks disagree on --vocab: 512 on rank 0, 600 on rank 1 (every rank must run the same " \
-               f"command; this is rank {rank})" in stderr, stderr[-3000:]
+        assert f"train_lm_distributed: the ranks disagree on --vocab: 512 on rank 0, 600 on rank 1 (this is rank " \
+               f"{rank}); every rank must run the same command" in stderr, stderr[-3000:]
 
 
-def test_vocab_parallel_without_torchrun_is_refused(tmp_path):
-    with pytest.raises(SystemExit, match=r"--parallel vocab needs several processes: start it with torchrun"):
-        train_lm_distributed.main([*QUICK, "--parallel", "vocab", "--out", str(tmp_path)])
+def test_without_torchrun_the_script_is_a_group_of_one(runs, tmp_path):
+    """Started alone, the script trains in one process (a process group of one): train_lm.py's losses."""
+    import train_lm_distributed  # examples/ is on the path
+    alone = train_lm_distributed.main([*runs["common"], "--out", str(tmp_path), "--sample-tokens", "0"])
+    assert (alone["world_size"], alone["parallel"]) == (1, "data")
+    assert not torch.distributed.is_initialized()  # left as it was found
+    for kind in ("train_loss", "val_loss"):
+        want, got = losses(runs["root"] / "single", kind), losses(tmp_path, kind)
+        assert list(got) == list(want)
+        assert list(got.values()) == pytest.approx(list(want.values()), rel=1e-6), kind
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dist-timeout", "0"], "argument --dist-timeout: must be > 0, got 0.0"),
+    (["--eval-interval", "0"], "argument --eval-interval: must be > 0, got 0"),
+    (["--lr", "inf"], "argument --lr: must be > 0, got inf"),
+    (["--steps", "ten"], "argument --steps: invalid int value: 'ten'"),
+])
+def test_bad_flags_are_refused_naming_the_flag_and_value(argv, message, capsys, tmp_path):
+    import train_lm_distributed  # examples/ is on the path
+    with pytest.raises(SystemExit) as info:
+        train_lm_distributed.parse_args([*argv, "--out", str(tmp_path)])
+    assert info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_train_lm_under_torchrun_points_to_the_distributed_example(tmp_path):
@@ -218,12 +239,3 @@ def test_train_lm_under_torchrun_points_to_the_distributed_example(tmp_path):
     assert "train_lm: started as rank 0 of 2 processes (torchrun): train_lm.py runs in one process; use " \
            "examples/train_lm_distributed.py" in r.stderr, r.stderr
     assert not (tmp_path / "run").exists()
-
-
-@pytest.mark.parametrize("vocab, world", [(512, 2), (513, 2), (1000, 3), (7, 7)])
-def test_vocabulary_shards_cover_every_row_once(vocab, world):
-    bounds = [train_lm_distributed.shard_bounds(vocab, world, r) for r in range(world)]
-    assert bounds[0][0] == 0 and bounds[-1][1] == vocab
-    assert all(bounds[r][1] == bounds[r + 1][0] for r in range(world - 1))
-    sizes = [end - start for start, end in bounds]
-    assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1

@@ -1,4 +1,6 @@
-"""Vocabulary-parallel cross entropy on torch.distributed (Megatron-style tensor parallelism).
+"""Vocabulary-parallel cross entropy on torch.distributed (Megatron-style tensor parallelism), and
+the helpers a data- or vocabulary-parallel training script needs around it (process group, vocabulary
+shards, gradient clipping over shards, agreement checks between ranks, the gloo exit work-around).
 
 Every rank of the process group holds the same ``hidden`` states and one contiguous slice
 ``[vocab_start_index, vocab_start_index + V_shard)`` of the output projection's rows. The loss of
@@ -19,15 +21,30 @@ all-reduced column and two small corrections, never the logits.
 
 Tensors outside tilegrad's path (non-CPU, float64, ...) take an equivalent torch implementation of the
 same algorithm, so the result is never wrong, only slower.
+
+The training helpers (``examples/train_lm_distributed.py`` uses every one of them):
+
+* :func:`start_process_group`: a gloo group from ``torchrun``'s environment, or a group of one
+  without it, with a message that names a lost rank instead of gloo's bare error;
+* :func:`vocab_shard_bounds`, :func:`gather_vocab_shards`, :func:`vocab_parallel_embedding`: the rows of a
+  vocabulary matrix each rank holds, the whole matrix back (checkpoints, sampling), and the lookup of
+  an embedding split that way (an LM head tied to its embedding);
+* :func:`clip_grad_norm_`: ``torch.nn.utils.clip_grad_norm_`` over replicated and sharded parameters;
+* :func:`check_same_on_all_ranks`, :func:`any_rank`, :func:`local_main_rank_first`: ranks that agree on
+  their options, stop after the same step, and let one rank per machine fill a cache first;
+* :func:`run_then_exit`: a rank's entry point that avoids gloo's destructors aborting it at exit.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
+import datetime
 import os
 import sys
-from typing import Any, Callable, Optional, Tuple
+import tempfile
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -36,7 +53,9 @@ import tilegrad as _tg
 
 from ._tensor import as_numpy, from_numpy, sync_threads, unsupported_reason
 
-__all__ = ["vocab_parallel_cross_entropy", "run_then_exit"]
+__all__ = ["vocab_parallel_cross_entropy", "vocab_parallel_embedding", "vocab_shard_bounds", "gather_vocab_shards",
+           "clip_grad_norm_", "start_process_group", "check_same_on_all_ranks", "any_rank", "local_main_rank_first",
+           "run_then_exit"]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -304,6 +323,251 @@ def vocab_parallel_cross_entropy(hidden: torch.Tensor, weight_shard: torch.Tenso
     hidden2d = hidden.reshape(-1, hidden.shape[-1])
     loss = _VocabParallelCrossEntropy.apply(hidden2d, weight_shard, target.reshape(-1), opts)
     return loss.reshape(target.shape) if reduction == "none" else loss
+
+
+# ----------------------------------------------------------------------------------------------
+# training helpers around the loss: process group, vocabulary shards, clipping, agreement
+
+_NAME = "tilegrad.torch.distributed"
+
+
+def _group_rank_world(group: Any) -> Tuple[int, int]:
+    """(rank, world size) in ``group``; (0, 1) without an initialized process group."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
+def _check_int(function: str, name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{_NAME}.{function}: {name} must be an int >= {least}, got {value!r}")
+
+
+def vocab_shard_bounds(vocab_size: int, world_size: int, rank: int) -> Tuple[int, int]:
+    """Rows ``[start, end)`` of a ``vocab_size``-row matrix held by ``rank`` of ``world_size`` ranks.
+
+    The shards are contiguous, in rank order, cover every row once and differ in size by at most one
+    row (``start = vocab_size * rank // world_size``), so that ``torch.cat`` of the ranks' shards in
+    rank order is the whole matrix. This is the split :func:`gather_vocab_shards` expects.
+
+    Raises:
+        ValueError: a size or rank that is not an int in range (named with its value), or fewer rows
+            than ranks (a rank would hold nothing).
+    """
+    _check_int("vocab_shard_bounds", "world_size", world_size, 1)
+    _check_int("vocab_shard_bounds", "vocab_size", vocab_size, world_size)
+    _check_int("vocab_shard_bounds", "rank", rank, 0)
+    if rank >= world_size:
+        raise ValueError(f"{_NAME}.vocab_shard_bounds: rank must be < world_size {world_size}, got {rank}")
+    return vocab_size * rank // world_size, vocab_size * (rank + 1) // world_size
+
+
+def gather_vocab_shards(shard: torch.Tensor, vocab_size: int, group: Any = None) -> torch.Tensor:
+    """The whole ``(vocab_size, ...)`` tensor from every rank's rows (:func:`vocab_shard_bounds`' split).
+
+    A collective: every rank of ``group`` calls it and every rank gets the whole tensor (e.g. to save
+    a checkpoint in the single-process layout, or to sample with the whole LM head). Without an
+    initialized process group ``shard`` is the whole tensor and is returned as it is.
+
+    Raises:
+        TypeError: ``shard`` is not a tensor with at least one dimension.
+        ValueError: ``shard`` does not have this rank's number of rows.
+    """
+    if not isinstance(shard, torch.Tensor) or shard.dim() < 1:
+        raise TypeError(f"{_NAME}.gather_vocab_shards: shard must be a torch.Tensor of rows, got "
+                        f"{type(shard).__name__}{tuple(shard.shape) if isinstance(shard, torch.Tensor) else ''}")
+    rank, world = _group_rank_world(group)
+    start, end = vocab_shard_bounds(vocab_size, world, rank)
+    if shard.shape[0] != end - start:
+        raise ValueError(f"{_NAME}.gather_vocab_shards: rank {rank} of {world} holds rows [{start}, {end}) of "
+                         f"vocab_size {vocab_size}: shard must have {end - start} rows, got {shard.shape[0]}")
+    if world == 1:
+        return shard
+    longest = -(-vocab_size // world)  # all_gather takes equal shapes: pad every shard to the longest
+    padded = shard.new_zeros((longest, *shard.shape[1:]))
+    padded[:shard.shape[0]] = shard
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded, group=group)
+    sizes = [end - start for start, end in (vocab_shard_bounds(vocab_size, world, r) for r in range(world))]
+    return torch.cat([part[:size] for part, size in zip(parts, sizes)])
+
+
+class _SumOverRanks(torch.autograd.Function):
+    """Forward: all-reduce SUM of the ranks' partial results. Backward: identity, as the output's
+    gradient is the same on every rank (everything after it is replicated)."""
+
+    @staticmethod
+    def forward(ctx: Any, partial: torch.Tensor, group: Any) -> torch.Tensor:
+        return _all_reduce(partial.contiguous().clone(), dist.ReduceOp.SUM, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[torch.Tensor, None]:
+        return grad, None
+
+
+def vocab_parallel_embedding(ids: torch.Tensor, weight_shard: torch.Tensor, *, vocab_start_index: int,
+                             group: Any = None) -> torch.Tensor:
+    """``torch.nn.functional.embedding(ids, W)`` with the rows of ``W`` split across ``group``.
+
+    Each rank looks up the ids that fall in its rows ``[vocab_start_index, vocab_start_index +
+    V_shard)`` (zeros for the others) and the parts are summed over the ranks, so every rank gets the
+    whole ``ids.shape + (H,)`` result. The gradient of ``weight_shard`` is this rank's rows of the
+    embedding's gradient, assuming, as in tensor parallelism, that everything after the lookup is the
+    same on every rank. This is the lookup of an LM head split with :func:`vocab_parallel_cross_entropy`
+    that is tied to its embedding. A collective: every rank of ``group`` calls it with the same ``ids``.
+
+    Raises:
+        TypeError: ``ids`` is not an integer tensor, or ``weight_shard`` not a floating-point matrix.
+        ValueError: a negative ``vocab_start_index``.
+        IndexError: an id that no rank's shard holds (on every rank together, none left waiting).
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{_NAME}.vocab_parallel_embedding: ids must be an int32 or int64 tensor, got "
+                        f"{ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__}")
+    if not isinstance(weight_shard, torch.Tensor) or weight_shard.dim() != 2 or not weight_shard.is_floating_point():
+        raise TypeError(f"{_NAME}.vocab_parallel_embedding: weight_shard must be a floating-point (V_shard, H) "
+                        f"tensor, got {getattr(weight_shard, 'dtype', type(weight_shard).__name__)} "
+                        f"{tuple(getattr(weight_shard, 'shape', ()))}")
+    _check_int("vocab_parallel_embedding", "vocab_start_index", vocab_start_index, 0)
+    local = ids - vocab_start_index
+    mine = (local >= 0) & (local < weight_shard.shape[0])
+    owners = _all_reduce(mine.to(torch.int32), dist.ReduceOp.SUM, group)
+    if not bool((owners == 1).all()):
+        at = tuple(int(i) for i in (owners != 1).nonzero()[0])
+        raise IndexError(f"{_NAME}.vocab_parallel_embedding: ids[{', '.join(map(str, at))}] = {int(ids[at])} is "
+                         f"in {int(owners[at])} ranks' shards, must be in exactly one")
+    from .functional import embedding  # tilegrad's lookup (and its backward) on this rank's rows
+    rows = embedding(torch.where(mine, local, 0), weight_shard)
+    return _SumOverRanks.apply(rows * mine.unsqueeze(-1).to(rows.dtype), group)
+
+
+def clip_grad_norm_(replicated: Iterable[torch.Tensor], sharded: Iterable[torch.Tensor], max_norm: float,
+                    group: Any = None) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` of a model whose ``sharded`` parameters are split across ``group``.
+
+    The norm is that of every gradient of the whole model: the ``replicated`` parameters' gradients
+    (the same on every rank) counted once, the ``sharded`` ones' summed over the ranks. When it exceeds
+    ``max_norm`` every gradient is scaled in place by ``max_norm / (norm + 1e-6)``, torch's factor, on
+    every rank alike (replicas stay identical). Parameters without a gradient are skipped. A collective.
+
+    Returns:
+        The total norm before clipping, a float64 scalar tensor (the same on every rank).
+
+    Raises:
+        ValueError: ``max_norm`` is not a positive finite number.
+    """
+    if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not 0 < max_norm < float("inf"):
+        raise ValueError(f"{_NAME}.clip_grad_norm_: max_norm must be a positive finite number, got {max_norm!r}")
+    local = [p.grad for p in sharded if p.grad is not None]
+    shared = [p.grad for p in replicated if p.grad is not None]
+    norm = (_all_reduce(_squares(local).reshape(1), dist.ReduceOp.SUM, group)[0] + _squares(shared)).sqrt()
+    coefficient = max_norm / (float(norm) + 1e-6)
+    if coefficient < 1.0:
+        torch._foreach_mul_(local + shared, coefficient)
+    return norm
+
+
+def _squares(grads: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of the squares of every element, in float64 (the same on every rank for the same grads)."""
+    return sum((g.double().square().sum() for g in grads), torch.zeros((), dtype=torch.float64))
+
+
+def start_process_group(timeout_s: float = 300.0) -> Tuple[int, int]:
+    """Join a gloo process group; returns ``(rank, world_size)``.
+
+    Under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` in the environment) the group is torchrun's job;
+    without it, a group of one (this process), so that the same script runs alone unchanged. A rank
+    waiting longer than ``timeout_s`` for another stops with an error; an uncaught error of a
+    collective (a rank died, was killed or stayed silent) is then printed after one line saying so,
+    instead of gloo's bare "Connection closed by peer". An already initialized group is kept.
+
+    Raises:
+        ValueError: ``timeout_s`` is not a positive finite number of seconds.
+    """
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf"):
+        raise ValueError(f"{_NAME}.start_process_group: timeout_s must be a positive finite number of seconds, "
+                         f"got {timeout_s!r}")
+    if not dist.is_initialized():
+        timeout = datetime.timedelta(seconds=timeout_s)
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            dist.init_process_group("gloo", timeout=timeout)
+        else:  # a store in a private folder, removed at exit: no port to choose, nothing left behind
+            folder = tempfile.mkdtemp(prefix="tilegrad_group_")
+            atexit.register(_remove_folder, folder)
+            dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=0, world_size=1,
+                                    timeout=timeout)
+        previous = sys.excepthook.previous if isinstance(sys.excepthook, _ExplainLostRank) else sys.excepthook
+        sys.excepthook = _ExplainLostRank(previous, timeout_s)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _remove_folder(folder: str) -> None:
+    import shutil
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class _ExplainLostRank:
+    """An excepthook: an uncaught error of a collective gets one line saying what most likely happened."""
+
+    def __init__(self, previous: Callable, timeout_s: float) -> None:
+        self.previous, self.timeout_s = previous, timeout_s
+
+    def __call__(self, kind, value, tb) -> None:
+        # a torch.distributed error, or gloo's own RuntimeError ("Connection closed by peer", "Timed out
+        # waiting ... for recv"), which can also surface from DDP's all-reduce inside backward()
+        if isinstance(value, dist.DistError) or (isinstance(value, RuntimeError) and "gloo" in str(value)):
+            rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
+            print(f"{_NAME}: rank {rank} lost contact with the other ranks ({str(value).splitlines()[0][:300]}): "
+                  f"another rank probably died or was killed, or stayed silent longer than the timeout "
+                  f"({self.timeout_s:g} s)", file=sys.stderr, flush=True)
+        self.previous(kind, value, tb)
+
+
+def check_same_on_all_ranks(values: Dict[str, Any], group: Any = None) -> None:
+    """Raise on every rank when the ranks' ``values`` differ (e.g. their options, or a digest of their
+    initial weights), naming the first key that differs, its value on rank 0 and on the first rank
+    that differs. Values are compared as ``str``. A collective.
+
+    Raises:
+        TypeError: ``values`` is not a dict.
+        ValueError: the ranks disagree (on every rank, so that none is left waiting in a collective).
+    """
+    if not isinstance(values, dict):
+        raise TypeError(f"{_NAME}.check_same_on_all_ranks: values must be a dict, got {type(values).__name__}")
+    mine = {str(key): str(value) for key, value in values.items()}
+    rank, world = _group_rank_world(group)
+    everyone = [mine] * world
+    if world > 1:
+        dist.all_gather_object(everyone, mine, group=group)
+    for key in dict.fromkeys(k for theirs in everyone for k in theirs):
+        seen = [theirs.get(key, "(missing)") for theirs in everyone]
+        other = next((r for r, value in enumerate(seen) if value != seen[0]), None)
+        if other is not None:
+            raise ValueError(f"{_NAME}.check_same_on_all_ranks: the ranks disagree on {key}: {seen[0]} on rank 0, "
+                             f"{seen[other]} on rank {other} (this is rank {rank})")
+
+
+def any_rank(flag: bool, group: Any = None) -> bool:
+    """True on every rank when ``flag`` is true on at least one (e.g. a Ctrl-C that reached one rank:
+    every rank then stops after the same step). A collective."""
+    return bool(_all_reduce(torch.tensor([int(bool(flag))], dtype=torch.int32), dist.ReduceOp.MAX, group)[0])
+
+
+@contextlib.contextmanager
+def local_main_rank_first(group: Any = None) -> Iterator[None]:
+    """Run the block on each machine's first rank (``LOCAL_RANK`` 0) before the machine's other ranks,
+    e.g. to fill a cache that they then read. A collective (one barrier per rank)."""
+    if not _distributed(group):
+        yield
+        return
+    first = int(os.environ.get("LOCAL_RANK", "0")) == 0
+    if not first:
+        dist.barrier(group=group)
+    try:
+        yield
+    finally:  # even when the block failed: the others then try it themselves instead of waiting
+        if first:
+            dist.barrier(group=group)
 
 
 def run_then_exit(main: Callable[[], Any]) -> None:
