@@ -1,7 +1,7 @@
 """The row-wise operators' tilings (core/row_tiling.h: pure functions of the shape, layouts and a
 Platform), each family through its own hook, for simulated machines of 1..256 threads.
 
-Forwards (_rms_norm_tiling, also aclnnAddRmsNorm's; _layer_norm_tiling): every row in exactly one
+Forwards (_rms_norm_tiling, _add_rms_norm_tiling, _layer_norm_tiling): every row in exactly one
 tile, no more tiles than threads or rows, one thread for small work, the workspace layout (the
 family's fp32 vectors, scratch rows per tile when rows are packed), the streaming-store decision.
 Gradients (_rms_norm_grad_tiling, also AddRmsNorm's backward; _layer_norm_backward_tiling): the row
@@ -22,6 +22,7 @@ ALIGN = 64
 # floats each (sizes in vectors), sets of fp32 block partials, scratch rows per tile when packed.
 FORWARDS = {
     "rms_norm": dict(hook="_rms_norm_tiling", vectors=[1], scratch_rows=2),  # gamma; x, y
+    "add_rms_norm": dict(hook="_add_rms_norm_tiling", vectors=[1], scratch_rows=2),  # gamma; x1 / xOut, x2 / y
     "layer_norm": dict(hook="_layer_norm_tiling", vectors=[2], scratch_rows=2),  # weight + bias; x, out
 }
 BACKWARDS = {
@@ -140,6 +141,15 @@ def test_empty_rows_ask_for_no_workspace(family):
         for pack in (False, True):
             t = tiling(spec, rows, cols, 4, pack=pack)
             assert (t["num_tiles"], t["workspace_bytes"]) == (0, 0), (rows, cols, pack)
+
+
+@pytest.mark.parametrize("threads", [1, 3, 64])
+def test_add_rms_norm_plans_as_rms_norm(threads):
+    # AddRmsNorm's y is RMSNorm's of xOut, planned the same way (its README)
+    for rows, cols in SHAPES:
+        for elem, pack, dense in [(4, False, True), (2, True, True), (2, False, False)]:
+            args = (rows, cols, threads, elem, pack, dense)
+            assert tiling(FORWARDS["add_rms_norm"], *args) == tiling(FORWARDS["rms_norm"], *args)
 
 
 @pytest.mark.parametrize("family", sorted(FORWARDS) + sorted(BACKWARDS))

@@ -14,7 +14,7 @@ RowBlocks per_thread_ranges(int64_t rows, int64_t cols, const Platform& platform
   RowBlocks rb;
   rb.rows = rows;
   rb.cols = cols;
-  rb.block_rows = 0;
+  rb.block_rows = 0;  // no tiles: rows_per_tile 0
   if (rows > 0 && cols > 0) {
     const int64_t tiles = std::min<int64_t>(useful_threads(rows * cols, platform), rows);
     rb.block_rows = (rows + tiles - 1) / tiles;

@@ -66,8 +66,10 @@ struct RowTiling {
   int64_t num_tiles() const { return tiles.num_blocks; }
   int64_t tile_begin(int64_t t) const { return tiles.begin(t); }
   int64_t tile_end(int64_t t) const { return tiles.end(t); }
-  // Vector v of RowOpNeeds::vectors (fp32).
-  float* vector(char* workspace, int v) const { return reinterpret_cast<float*>(workspace + vector_offsets[v]); }
+  // The first fp32 vector of region v of RowOpNeeds::vectors.
+  float* float_vector(char* workspace, int v) const {
+    return reinterpret_cast<float*>(workspace + vector_offsets[v]);
+  }
   // The fp32 partials of partial set s (RowBlocks::partial indexes them by block).
   char* partials(char* workspace, int64_t s) const {
     return workspace + partials_offset + s * tiles.workspace_bytes();

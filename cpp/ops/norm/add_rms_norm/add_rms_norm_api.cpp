@@ -1,5 +1,6 @@
 // aclnnAddRmsNorm: validation (README.md), launch, native C++ API and C ABI. The rows, tiling and
-// row arithmetic are aclnnRmsNorm's (../rms_norm); only the residual add is this operator's.
+// row arithmetic are aclnnRmsNorm's, shared through cpp/core/ (row_view.h, norm_checks.h,
+// row_tiling.h, rms_row_math.h); only the residual add is this operator's.
 #include <cstring>
 #include <memory>
 
@@ -13,7 +14,7 @@
 #include "core/row_view.h"
 #include "core/tensor.h"
 #include "ops/norm/add_rms_norm/add_rms_norm_kernel.h"
-#include "ops/norm/rms_norm/rms_norm_tiling.h"
+#include "ops/norm/add_rms_norm/add_rms_norm_tiling.h"
 #include "tilegrad/add_rms_norm.hpp"
 
 namespace tilegrad::ops {
@@ -93,7 +94,7 @@ class AddRmsNormLaunch final : public core::Launch {
     rstd_ = RowView(rstd, k);
     const int64_t cols = gamma.numel(), rows = cols > 0 ? norm::product(norm::leading(x1, k)) : 0;
     const bool pack = !x1_.dense() || !x2_.dense() || !y_.dense() || !xo_.dense();
-    tiling_ = rms_norm_tiling(rows, cols, dtype_size(dtype_), pack, y_.dense(), core::Platform::current());
+    tiling_ = add_rms_norm_tiling(rows, cols, dtype_size(dtype_), pack, y_.dense(), core::Platform::current());
     kernel_ = add_rms_norm_kernel(tiling_.isa);
     trace_.record(kOp, {{"x1", &x1}, {"x2", &x2}, {"gamma", &gamma}, {"yOut", &y}, {"rstdOut", &rstd}, {"xOut", &xo}},
                   tiling_);
@@ -114,7 +115,7 @@ class AddRmsNormLaunch final : public core::Launch {
   }
 
   void run(void* workspace) override {
-    const RmsNormTiling& t = tiling_;
+    const AddRmsNormTiling& t = tiling_;
     if (t.rows == 0) return;
     char* ws = static_cast<char*>(workspace);
     float* g = t.gamma(ws);
@@ -144,7 +145,7 @@ class AddRmsNormLaunch final : public core::Launch {
   DType dtype_;
   float eps_;
   RowView x1_, x2_, y_, xo_, gamma_, rstd_;
-  RmsNormTiling tiling_;
+  AddRmsNormTiling tiling_;
   AddRmsNormRowFn kernel_ = nullptr;
 };
 

@@ -18,16 +18,16 @@
 namespace tilegrad::ops {
 
 struct LayerNormTiling : core::RowTiling {
-  float* weight(char* workspace) const { return vector(workspace, 0); }           // N floats
-  float* bias(char* workspace) const { return vector(workspace, 0) + cols; }      // N floats
+  float* weight(char* workspace) const { return float_vector(workspace, 0); }        // N floats
+  float* bias(char* workspace) const { return float_vector(workspace, 0) + cols; }   // N floats
 };
 
 TILEGRAD_API LayerNormTiling layer_norm_tiling(int64_t rows, int64_t cols, int64_t elem_bytes, bool pack_rows,
                                                bool out_dense, const core::Platform& platform);
 
 struct LayerNormBackwardTiling : core::RowTiling {
-  float* weight(char* workspace) const { return vector(workspace, 0); }  // N floats
-  float* sums(char* workspace) const { return vector(workspace, 1); }    // dweight, then dbias: 2N floats
+  float* weight(char* workspace) const { return float_vector(workspace, 0); }  // N floats
+  float* sums(char* workspace) const { return float_vector(workspace, 1); }    // dweight, then dbias: 2N floats
   char* weight_partials(char* workspace) const { return partials(workspace, 0); }
   char* bias_partials(char* workspace) const { return partials(workspace, 1); }
 };

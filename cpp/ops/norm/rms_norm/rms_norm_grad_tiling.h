@@ -15,8 +15,8 @@
 namespace tilegrad::ops {
 
 struct RmsNormGradTiling : core::RowTiling {
-  float* gamma(char* workspace) const { return vector(workspace, 0); }   // N floats
-  float* dgamma(char* workspace) const { return vector(workspace, 1); }  // N floats
+  float* gamma(char* workspace) const { return float_vector(workspace, 0); }   // N floats
+  float* dgamma(char* workspace) const { return float_vector(workspace, 1); }  // N floats
 };
 
 TILEGRAD_API RmsNormGradTiling rms_norm_grad_tiling(int64_t rows, int64_t cols, int64_t elem_bytes, bool pack_rows,

@@ -12,7 +12,7 @@
 namespace tilegrad::ops {
 
 struct RmsNormTiling : core::RowTiling {
-  float* gamma(char* workspace) const { return vector(workspace, 0); }  // N floats
+  float* gamma(char* workspace) const { return float_vector(workspace, 0); }  // N floats
 };
 
 // rows x cols of elem_bytes-sized x; pack_rows: some operand's rows are not dense; y_dense: y's rows are.
