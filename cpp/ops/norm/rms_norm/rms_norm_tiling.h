@@ -1,6 +1,6 @@
-// aclnnRmsNorm's tiling (also aclnnAddRmsNorm's): core::RowTiling (core/row_tiling.h), one tile of
+// aclnnRmsNorm's (and aclnnGemmaRmsNorm's) tiling: core::RowTiling (core/row_tiling.h), one tile of
 // consecutive rows per useful thread. What is RMSNorm's own: the workspace holds gamma widened to fp32,
-// then two scratch rows per tile when rows are packed (x and y; AddRmsNorm: x1 / xOut and x2 / y).
+// then two scratch rows per tile when rows are packed (x and y).
 #pragma once
 
 #include <cstdint>
