@@ -69,6 +69,19 @@ def test_every_family_folder_is_registered():
 
 
 @needs_source_tree
+def test_no_family_includes_another_familys_files():
+    # what two families share lives in cpp/core/ (docs/contributing.md), never in one of them
+    include = re.compile(r'#include "ops/([^"]+)/[^/"]+"')
+    crossings = []
+    for fam in FAMILIES:
+        for source in sorted((OPS_DIR / fam["family"]).iterdir()):
+            if source.suffix in (".h", ".cpp", ".inc"):
+                crossings += [f"{fam['family']}/{source.name} includes ops/{m}/"
+                              for m in include.findall(source.read_text()) if m != fam["family"]]
+    assert not crossings, crossings
+
+
+@needs_source_tree
 def test_every_api_file_is_an_operator_and_every_operator_has_one():
     on_disk = {f"{p.parent.parent.name}/{p.parent.name}/{p.name}" for p in OPS_DIR.glob("*/*/*_api.cpp")}
     registered = {f"{op['family']}/{op['api']}" for op in OPERATORS}

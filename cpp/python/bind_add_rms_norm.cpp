@@ -3,7 +3,9 @@
 //   tilegrad._core.add_rms_norm_backward(dy, x_out, rstd, gamma, dresidual=None, out=None, dgamma_out=None)
 #include <pybind11/pybind11.h>
 
+#include "ops/norm/add_rms_norm/add_rms_norm_tiling.h"
 #include "py_tensor.h"
+#include "py_tiling.h"
 #include "tilegrad/add_rms_norm.hpp"
 
 namespace {
@@ -67,4 +69,8 @@ void bind_add_rms_norm(py::module_& m) {
       },
       py::arg("dy"), py::arg("x_out"), py::arg("rstd"), py::arg("gamma"), py::arg("dresidual") = py::none(),
       py::arg("out") = py::none(), py::arg("dgamma_out") = py::none());
+
+  py_support::def_tiling_hook<int64_t, int64_t, int64_t, bool, bool>(
+      m, "_add_rms_norm_tiling", ops::add_rms_norm_tiling, py::arg("rows"), py::arg("cols"), py::arg("elem_bytes"),
+      py::arg("pack_rows"), py::arg("y_dense"));
 }

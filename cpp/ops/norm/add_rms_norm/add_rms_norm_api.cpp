@@ -1,5 +1,6 @@
 // aclnnAddRmsNorm: validation (README.md), launch, native C++ API and C ABI. The rows, tiling and
-// row arithmetic are aclnnRmsNorm's (../rms_norm); only the residual add is this operator's.
+// row arithmetic are aclnnRmsNorm's, shared through cpp/core/ (row_view.h, norm_checks.h,
+// row_tiling.h, rms_row_math.h); only the residual add is this operator's.
 #include <cstring>
 #include <memory>
 
@@ -8,15 +9,18 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/norm_checks.h"
 #include "core/parallel.h"
+#include "core/row_view.h"
 #include "core/tensor.h"
 #include "ops/norm/add_rms_norm/add_rms_norm_kernel.h"
-#include "ops/norm/rms_norm/rms_norm_checks.h"
-#include "ops/norm/rms_norm/rms_norm_rows.h"
-#include "ops/norm/rms_norm/rms_norm_tiling.h"
+#include "ops/norm/add_rms_norm/add_rms_norm_tiling.h"
 #include "tilegrad/add_rms_norm.hpp"
 
 namespace tilegrad::ops {
+using core::RowView;
+namespace norm = core::norm;
+
 namespace {
 
 constexpr const char* kOp = "aclnnAddRmsNorm";
@@ -29,13 +33,13 @@ int validate_inputs(const TensorView& x1, const TensorView& x2, const TensorView
   core::require_well_formed(kOp, "x1", x1);
   core::require_well_formed(kOp, "x2", x2);
   core::require_well_formed(kOp, "gamma", gamma);
-  core::require_dtype(kOp, "x1", x1, rms::kFloatTypes);
+  core::require_dtype(kOp, "x1", x1, norm::kFloatTypes);
   core::require_same_dtype(kOp, "x2", x2, "x1", x1);
   core::require_same_dtype(kOp, "gamma", gamma, "x1", x1);
-  rms::require_rank_1_to_8(kOp, "x1", x1, kShape);
-  rms::check_shape_as(kShape, x2.shape == x1.shape, kOp, ": x2 shape must equal x1 shape ", shape_str(x1.shape),
+  norm::require_rank_1_to_8(kOp, "x1", x1, kShape);
+  norm::check_shape_as(kShape, x2.shape == x1.shape, kOp, ": x2 shape must equal x1 shape ", shape_str(x1.shape),
                       ", got ", shape_str(x2.shape));
-  return rms::require_gamma_shape(kOp, gamma, "x1", x1, kShape, true);
+  return norm::require_gamma_shape(kOp, gamma, "x1", x1, kShape, true);
 }
 
 // The rules that depend on addresses: xOut and yOut may each be x1 or x2 itself (every input element
@@ -61,12 +65,12 @@ int validate(const TensorView& x1, const TensorView& x2, const TensorView& gamma
   core::require_same_dtype(kOp, "yOut", y, "x1", x1);
   core::require_dtype(kOp, "rstdOut", rstd, {DType::kFloat32});
   core::require_same_dtype(kOp, "xOut", xo, "x1", x1);
-  rms::check_shape_as(kShape, y.shape == x1.shape, kOp, ": yOut shape must equal x1 shape ", shape_str(x1.shape),
+  norm::check_shape_as(kShape, y.shape == x1.shape, kOp, ": yOut shape must equal x1 shape ", shape_str(x1.shape),
                       ", got ", shape_str(y.shape));
-  rms::check_shape_as(kShape, xo.shape == x1.shape, kOp, ": xOut shape must equal x1 shape ", shape_str(x1.shape),
+  norm::check_shape_as(kShape, xo.shape == x1.shape, kOp, ": xOut shape must equal x1 shape ", shape_str(x1.shape),
                       ", got ", shape_str(xo.shape));
-  const std::vector<int64_t> rs = rms::rstd_shape(x1, k);
-  rms::check_shape_as(kShape, rstd.shape == rs, kOp, ": rstdOut shape must be x1's leading dims then ones ",
+  const std::vector<int64_t> rs = norm::rstd_shape(x1, k);
+  norm::check_shape_as(kShape, rstd.shape == rs, kOp, ": rstdOut shape must be x1's leading dims then ones ",
                       shape_str(rs), ", got ", shape_str(rstd.shape));
   core::check(eps >= 0, kOp, ": epsilon must be >= 0, got ", eps);
   core::require_no_self_overlap(kOp, "yOut", y);
@@ -88,9 +92,9 @@ class AddRmsNormLaunch final : public core::Launch {
     xo_ = RowView(xo, k);
     gamma_ = RowView(gamma, k);
     rstd_ = RowView(rstd, k);
-    const int64_t cols = gamma.numel(), rows = cols > 0 ? rms::product(rms::leading(x1, k)) : 0;
+    const int64_t cols = gamma.numel(), rows = cols > 0 ? norm::product(norm::leading(x1, k)) : 0;
     const bool pack = !x1_.dense() || !x2_.dense() || !y_.dense() || !xo_.dense();
-    tiling_ = rms_norm_tiling(rows, cols, dtype_size(dtype_), pack, y_.dense(), core::Platform::current());
+    tiling_ = add_rms_norm_tiling(rows, cols, dtype_size(dtype_), pack, y_.dense(), core::Platform::current());
     kernel_ = add_rms_norm_kernel(tiling_.isa);
     trace_.record(kOp, {{"x1", &x1}, {"x2", &x2}, {"gamma", &gamma}, {"yOut", &y}, {"rstdOut", &rstd}, {"xOut", &xo}},
                   tiling_);
@@ -111,16 +115,15 @@ class AddRmsNormLaunch final : public core::Launch {
   }
 
   void run(void* workspace) override {
-    const RmsNormTiling& t = tiling_;
+    const AddRmsNormTiling& t = tiling_;
     if (t.rows == 0) return;
     char* ws = static_cast<char*>(workspace);
-    float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
+    float* g = t.gamma(ws);
     gamma_.widen_to_float(0, dtype_, g);
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    core::parallel_for(t.num_tiles, t.threads, [&](int64_t tile) {
+    core::parallel_for(t.num_tiles(), t.threads, [&](int64_t tile) {
       // Packed rows: x1's scratch row becomes xOut's, x2's becomes y's (the kernel allows both aliases).
-      char* s1 = ws + t.scratch_offset + tile * t.scratch_bytes_per_tile;
-      char* s2 = s1 + t.scratch_row_bytes;
+      char *s1 = t.scratch_row(ws, tile, 0), *s2 = t.scratch_row(ws, tile, 1);
       for (int64_t r = t.tile_begin(tile); r < t.tile_end(tile); ++r) {
         float rstd;
         if (t.pack_rows) {
@@ -142,7 +145,7 @@ class AddRmsNormLaunch final : public core::Launch {
   DType dtype_;
   float eps_;
   RowView x1_, x2_, y_, xo_, gamma_, rstd_;
-  RmsNormTiling tiling_;
+  AddRmsNormTiling tiling_;
   AddRmsNormRowFn kernel_ = nullptr;
 };
 
@@ -153,7 +156,7 @@ namespace tilegrad {
 
 AddRmsNormOutputSpecs add_rms_norm_output_specs(const TensorView& x1, const TensorView& x2, const TensorView& gamma) {
   const int k = ops::validate_inputs(x1, x2, gamma);
-  return {{x1.dtype, x1.shape}, {DType::kFloat32, ops::rms::rstd_shape(x1, k)}, {x1.dtype, x1.shape}};
+  return {{x1.dtype, x1.shape}, {DType::kFloat32, core::norm::rstd_shape(x1, k)}, {x1.dtype, x1.shape}};
 }
 
 void add_rms_norm(const TensorView& x1, const TensorView& x2, const TensorView& gamma, double epsilon,

@@ -11,14 +11,16 @@
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/parallel.h"
+#include "core/row_view.h"
 #include "core/tensor.h"
 #include "ops/norm/layer_norm/layer_norm_checks.h"
 #include "ops/norm/layer_norm/layer_norm_kernel.h"
 #include "ops/norm/layer_norm/layer_norm_tiling.h"
-#include "ops/norm/rms_norm/rms_norm_rows.h"
 #include "tilegrad/layer_norm.hpp"
 
 namespace tilegrad::ops {
+using core::RowView;
+
 namespace {
 
 constexpr const char* kOp = "aclnnLayerNorm";
@@ -104,14 +106,12 @@ class LayerNormLaunch final : public core::Launch {
     if (t.rows == 0) return;
     if (t.cols == 0) return write_empty_row_stats();
     char* ws = static_cast<char*>(workspace);
-    float* w = reinterpret_cast<float*>(ws + t.weight_offset);
-    float* b = w + t.cols;
+    float *w = t.weight(ws), *b = t.bias(ws);
     widen_or_fill(w_, has_w_, w_dtype_, 1.0f, w);
     widen_or_fill(b_, has_b_, b_dtype_, 0.0f, b);
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    core::parallel_for(t.num_tiles, t.threads, [&](int64_t tile) {
-      char* sx = ws + t.scratch_offset + tile * t.scratch_bytes_per_tile;
-      char* sy = sx + t.scratch_row_bytes;
+    core::parallel_for(t.num_tiles(), t.threads, [&](int64_t tile) {
+      char *sx = t.scratch_row(ws, tile, 0), *sy = t.scratch_row(ws, tile, 1);
       for (int64_t r = t.tile_begin(tile); r < t.tile_end(tile); ++r) {
         const char* xr = x_.row(r);
         if (!x_.dense()) x_.gather(r, sx), xr = sx;

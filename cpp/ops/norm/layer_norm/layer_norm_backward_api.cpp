@@ -11,14 +11,16 @@
 #include "core/executor.h"
 #include "core/ordered_reduce.h"
 #include "core/parallel.h"
+#include "core/row_view.h"
 #include "core/tensor.h"
 #include "ops/norm/layer_norm/layer_norm_backward_kernel.h"
 #include "ops/norm/layer_norm/layer_norm_checks.h"
 #include "ops/norm/layer_norm/layer_norm_tiling.h"
-#include "ops/norm/rms_norm/rms_norm_rows.h"
 #include "tilegrad/layer_norm.hpp"
 
 namespace tilegrad::ops {
+using core::RowView;
+
 namespace {
 
 constexpr const char* kOp = "aclnnLayerNormBackward";
@@ -145,21 +147,18 @@ class LayerNormBackwardLaunch final : public core::Launch {
     if (t.cols == 0 || !(has_dx_ || has_dw_ || has_db_)) return;
     if (t.rows == 0) return zero_param_grads();
     char* ws = static_cast<char*>(workspace);
-    float* w = reinterpret_cast<float*>(ws + t.weight_offset);
+    float* w = t.weight(ws);
     if (has_w_) w_.widen_to_float(0, w_dtype_, w);
     else std::fill(w, w + t.cols, 1.0f);
     const bool params = has_dw_ || has_db_;
-    char* pw_all = ws + t.partials_offset;
-    char* pb_all = ws + t.bias_partials_offset();
+    char *pw_all = t.weight_partials(ws), *pb_all = t.bias_partials(ws);
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    core::parallel_for(t.blocks.num_blocks, t.threads, [&](int64_t blk) {
-      char* sdy = ws + t.scratch_offset + blk * t.scratch_bytes_per_tile;
-      char* sx = sdy + t.scratch_row_bytes;
-      char* sdx = sx + t.scratch_row_bytes;
-      float* pw = params ? t.blocks.partial(pw_all, blk) : nullptr;
-      float* pb = params ? t.blocks.partial(pb_all, blk) : nullptr;
+    core::parallel_for(t.num_tiles(), t.threads, [&](int64_t blk) {
+      char *sdy = t.scratch_row(ws, blk, 0), *sx = t.scratch_row(ws, blk, 1), *sdx = t.scratch_row(ws, blk, 2);
+      float* pw = params ? t.tiles.partial(pw_all, blk) : nullptr;
+      float* pb = params ? t.tiles.partial(pb_all, blk) : nullptr;
       if (params) std::memset(pw, 0, t.cols * sizeof(float)), std::memset(pb, 0, t.cols * sizeof(float));
-      for (int64_t r = t.blocks.begin(blk); r < t.blocks.end(blk); ++r) {
+      for (int64_t r = t.tile_begin(blk); r < t.tile_end(blk); ++r) {
         const char* dyr = dy_.row(r);
         const char* xr = x_.row(r);
         if (!dy_.dense()) dy_.gather(r, sdy), dyr = sdy;
@@ -171,7 +170,7 @@ class LayerNormBackwardLaunch final : public core::Launch {
         if (has_dx_ && !dx_.dense()) dx_.scatter(r, sdx);
       }
     });
-    float* sums = reinterpret_cast<float*>(ws + t.sums_offset);
+    float* sums = t.sums(ws);
     if (has_dw_) store_param_grad(pw_all, sums, dw_, dw_dtype_);
     if (has_db_) store_param_grad(pb_all, sums + t.cols, db_, db_dtype_);
   }
@@ -179,7 +178,7 @@ class LayerNormBackwardLaunch final : public core::Launch {
  private:
   // The blocks' partials summed in block order into `sums` (fp32), then stored into the output.
   void store_param_grad(const char* partials, float* sums, const RowView& out, DType dtype) const {
-    core::sum_row_block_partials(tiling_.blocks, partials, sums, tiling_.threads);
+    core::sum_row_block_partials(tiling_.tiles, partials, sums, tiling_.threads);
     out.for_each(0, [&](int64_t i, char* p) { ln::store_float_as(dtype, sums[i], p); });
   }
   // No rows: the sums over no row are zero (the vendor fills them too).

@@ -9,17 +9,16 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/norm_checks.h"
 #include "core/tensor.h"
-#include "ops/norm/rms_norm/rms_norm_checks.h"
 #include "tilegrad/tensor_view.hpp"
 
 namespace tilegrad::ops::ln {
 
-using rms::kFloatTypes;
-
-// The shape helpers of the RMSNorm family, whose row view (rms_norm_rows.h) LayerNorm shares too.
-using rms::drop_ones;
-using rms::product;
+// The float dtypes and row-shape helpers of every normalisation family (core/norm_checks.h).
+using core::norm::drop_ones;
+using core::norm::kFloatTypes;
+using core::norm::product;
 
 // x: rank 1..8 of a float dtype; normalized_shape: 1..rank(x) dims equal to x's trailing ones.
 // Returns k = len(normalized_shape).

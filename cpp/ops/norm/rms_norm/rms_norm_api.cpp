@@ -8,29 +8,32 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/norm_checks.h"
 #include "core/parallel.h"
+#include "core/row_view.h"
 #include "core/tensor.h"
-#include "ops/norm/rms_norm/rms_norm_checks.h"
 #include "ops/norm/rms_norm/rms_norm_kernel.h"
-#include "ops/norm/rms_norm/rms_norm_rows.h"
 #include "ops/norm/rms_norm/rms_norm_tiling.h"
 #include "tilegrad/rms_norm.hpp"
 
 namespace tilegrad::ops {
+using core::RowView;
+namespace norm = core::norm;
+
 namespace {
 
 constexpr const char* kOp = "aclnnRmsNorm";
 constexpr const char* kGemma = "aclnnGemmaRmsNorm";  // y = x * rstd * (1 + gamma): the same launch
 
 void require_input_dtypes(const char* op, const TensorView& x, const TensorView& gamma) {
-  core::require_dtype(op, "x", x, rms::kFloatTypes);
-  rms::require_gamma_dtype(op, gamma, x);
+  core::require_dtype(op, "x", x, norm::kFloatTypes);
+  norm::require_gamma_dtype(op, gamma, x);
 }
 
 // x's rank and gamma's shape. Returns k = rank(gamma).
 int require_input_shapes(const char* op, const TensorView& x, const TensorView& gamma) {
-  rms::require_rank_1_to_8(op, "x", x);
-  return rms::require_gamma_shape(op, gamma, "x", x);
+  norm::require_rank_1_to_8(op, "x", x);
+  return norm::require_gamma_shape(op, gamma, "x", x);
 }
 
 // Inputs alone: dtypes, ranks, gamma's shape. Returns k = rank(gamma).
@@ -61,12 +64,12 @@ int validate(const char* op, const TensorView& x, const TensorView& gamma, doubl
   core::require_same_dtype(op, "yOut", y, "x", x);
   core::require_dtype(op, "rstdOut", rstd, {DType::kFloat32});
   const int k = require_input_shapes(op, x, gamma);
-  rms::check_shape(y.shape == x.shape, op, ": yOut shape must equal x shape ", shape_str(x.shape), ", got ",
+  norm::check_shape(y.shape == x.shape, op, ": yOut shape must equal x shape ", shape_str(x.shape), ", got ",
                    shape_str(y.shape));
-  const std::vector<int64_t> rs = rms::rstd_shape(x, k);
-  rms::check_shape(rstd.shape == rs, op, ": rstdOut shape must be x's leading dims then ones ", shape_str(rs),
+  const std::vector<int64_t> rs = norm::rstd_shape(x, k);
+  norm::check_shape(rstd.shape == rs, op, ": rstdOut shape must be x's leading dims then ones ", shape_str(rs),
                    ", got ", shape_str(rstd.shape));
-  rms::check_shape(eps >= 0, op, ": epsilon must be >= 0, got ", eps);
+  norm::check_shape(eps >= 0, op, ": epsilon must be >= 0, got ", eps);
   core::check(std::isfinite(weight_offset), op, ": weight_offset must be finite, got ", weight_offset);
   core::require_no_self_overlap(op, "yOut", y);
   core::require_no_self_overlap(op, "rstdOut", rstd);
@@ -86,7 +89,7 @@ class RmsNormLaunch final : public core::Launch {
     gamma_ = RowView(gamma, k);
     gamma_dtype_ = gamma.dtype;
     rstd_ = RowView(rstd, k);
-    const int64_t rows = rms::product(rms::leading(x, k)), cols = gamma.numel();
+    const int64_t rows = norm::product(norm::leading(x, k)), cols = gamma.numel();
     tiling_ = rms_norm_tiling(rows, cols, dtype_size(x.dtype), !x_.dense() || !y_.dense(), y_.dense(),
                               core::Platform::current());
     kernel_ = rms_norm_kernel(tiling_.isa);
@@ -109,14 +112,13 @@ class RmsNormLaunch final : public core::Launch {
     const RmsNormTiling& t = tiling_;
     if (t.rows == 0) return;
     char* ws = static_cast<char*>(workspace);
-    float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
+    float* g = t.gamma(ws);
     gamma_.widen_to_float(0, gamma_dtype_, g);
     if (offset_ != 0.0f)  // skipped at 0, so that a -0 weight keeps its sign as in aclnnRmsNorm
       for (int64_t i = 0; i < t.cols; ++i) g[i] += offset_;
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    core::parallel_for(t.num_tiles, t.threads, [&](int64_t tile) {
-      char* sx = ws + t.scratch_offset + tile * t.scratch_bytes_per_tile;
-      char* sy = sx + t.scratch_row_bytes;
+    core::parallel_for(t.num_tiles(), t.threads, [&](int64_t tile) {
+      char *sx = t.scratch_row(ws, tile, 0), *sy = t.scratch_row(ws, tile, 1);
       for (int64_t r = t.tile_begin(tile); r < t.tile_end(tile); ++r) {
         const char* xr = x_.row(r);
         if (!x_.dense()) x_.gather(r, sx), xr = sx;
@@ -144,7 +146,7 @@ namespace tilegrad {
 
 RmsNormOutputSpecs rms_norm_output_specs(const TensorView& x, const TensorView& gamma) {
   const int k = ops::validate_inputs(ops::kOp, x, gamma);
-  return {{x.dtype, x.shape}, {DType::kFloat32, ops::rms::rstd_shape(x, k)}};
+  return {{x.dtype, x.shape}, {DType::kFloat32, core::norm::rstd_shape(x, k)}};
 }
 
 void rms_norm(const TensorView& x, const TensorView& gamma, double epsilon, const TensorView& y,

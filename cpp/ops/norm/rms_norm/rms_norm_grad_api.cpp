@@ -9,17 +9,20 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/norm_checks.h"
 #include "core/ordered_reduce.h"
 #include "core/parallel.h"
+#include "core/row_view.h"
 #include "core/tensor.h"
-#include "ops/norm/rms_norm/rms_norm_checks.h"
 #include "ops/norm/rms_norm/rms_norm_grad_kernel.h"
 #include "ops/norm/rms_norm/rms_norm_grad_tiling.h"
-#include "ops/norm/rms_norm/rms_norm_rows.h"
 #include "tilegrad/add_rms_norm.hpp"
 #include "tilegrad/rms_norm.hpp"
 
 namespace tilegrad::ops {
+using core::RowView;
+namespace norm = core::norm;
+
 namespace {
 
 constexpr const char* kOp = "aclnnRmsNormGrad";
@@ -33,17 +36,17 @@ int validate_inputs(const char* kOp, const TensorView& dy, const TensorView& x, 
   core::require_well_formed(kOp, "x", x);
   core::require_well_formed(kOp, "rstd", rstd);
   core::require_well_formed(kOp, "gamma", gamma);
-  core::require_dtype(kOp, "dy", dy, rms::kFloatTypes);
+  core::require_dtype(kOp, "dy", dy, norm::kFloatTypes);
   core::require_same_dtype(kOp, "x", x, "dy", dy);
   core::require_dtype(kOp, "rstd", rstd, {DType::kFloat32});
-  rms::require_gamma_dtype(kOp, gamma, x);
-  rms::require_rank_1_to_8(kOp, "x", x);
-  const int k = rms::require_gamma_shape(kOp, gamma, "x", x);
-  rms::check_shape(dy.shape == x.shape, kOp, ": dy shape must equal x shape ", shape_str(x.shape), ", got ",
+  norm::require_gamma_dtype(kOp, gamma, x);
+  norm::require_rank_1_to_8(kOp, "x", x);
+  const int k = norm::require_gamma_shape(kOp, gamma, "x", x);
+  norm::check_shape(dy.shape == x.shape, kOp, ": dy shape must equal x shape ", shape_str(x.shape), ", got ",
                    shape_str(dy.shape));
   // rstd: x's leading dims, with any size-1 dims added or left out ((2,3,4) and (2,3,4,1) for x (2,3,4,8)).
-  const std::vector<int64_t> lead = rms::leading(x, k);
-  rms::check_shape(rstd.rank() <= kMaxDims && rms::drop_ones(rstd.shape) == rms::drop_ones(lead), kOp,
+  const std::vector<int64_t> lead = norm::leading(x, k);
+  norm::check_shape(rstd.rank() <= kMaxDims && norm::drop_ones(rstd.shape) == norm::drop_ones(lead), kOp,
                    ": rstd shape must be x's leading dims ", shape_str(lead), " (size-1 dims aside), got ",
                    shape_str(rstd.shape));
   return k;
@@ -64,15 +67,15 @@ int validate(const char* kOp, double weight_offset, const TensorView& dy, const 
              const TensorView& gamma, const TensorView& dx, const TensorView& dgamma) {
   core::require_well_formed(kOp, "dxOut", dx);
   core::require_well_formed(kOp, "dgammaOut", dgamma);
-  core::require_dtype(kOp, "dy", dy, rms::kFloatTypes);
+  core::require_dtype(kOp, "dy", dy, norm::kFloatTypes);
   core::require_same_dtype(kOp, "x", x, "dy", dy);
   core::require_same_dtype(kOp, "dxOut", dx, "x", x);
   core::require_dtype(kOp, "dgammaOut", dgamma, {DType::kFloat32});
   const int k = validate_inputs(kOp, dy, x, rstd, gamma);
   core::check(std::isfinite(weight_offset), kOp, ": weight_offset must be finite, got ", weight_offset);
-  rms::check_shape(dx.shape == x.shape, kOp, ": dxOut shape must equal x shape ", shape_str(x.shape), ", got ",
+  norm::check_shape(dx.shape == x.shape, kOp, ": dxOut shape must equal x shape ", shape_str(x.shape), ", got ",
                    shape_str(dx.shape));
-  rms::check_shape(dgamma.shape == gamma.shape, kOp, ": dgammaOut shape must equal gamma shape ",
+  norm::check_shape(dgamma.shape == gamma.shape, kOp, ": dgammaOut shape must equal gamma shape ",
                    shape_str(gamma.shape), ", got ", shape_str(dgamma.shape));
   core::require_no_self_overlap(kOp, "dxOut", dx);
   core::require_no_self_overlap(kOp, "dgammaOut", dgamma);
@@ -110,10 +113,10 @@ class RmsNormGradLaunch final : public core::Launch {
     dx_ = RowView(dx, k);
     gamma_ = RowView(gamma, k);
     dgamma_ = RowView(dgamma, k);
-    const std::vector<int64_t> lead = rms::leading(x, k);
+    const std::vector<int64_t> lead = norm::leading(x, k);
     rstd_ = RowView::per_row_scalar(rstd, lead);
     const bool pack = !dy_.dense() || !x_.dense() || !dx_.dense() || (residual_ && !dres_.dense());
-    tiling_ = rms_norm_grad_tiling(rms::product(lead), gamma.numel(), dtype_size(dtype_), pack, dx_.dense(),
+    tiling_ = rms_norm_grad_tiling(norm::product(lead), gamma.numel(), dtype_size(dtype_), pack, dx_.dense(),
                                    core::Platform::current());
     kernel_ = rms_norm_grad_kernel(tiling_.isa);
     if (residual_)
@@ -151,20 +154,18 @@ class RmsNormGradLaunch final : public core::Launch {
       return;
     }
     char* ws = static_cast<char*>(workspace);
-    float* g = reinterpret_cast<float*>(ws + t.gamma_offset);
+    float* g = t.gamma(ws);
     gamma_.widen_to_float(0, gamma_dtype_, g);
     if (offset_ != 0.0f)  // skipped at 0: aclnnRmsNormGrad's arithmetic unchanged
       for (int64_t i = 0; i < t.cols; ++i) g[i] += offset_;
-    char* partials = ws + t.partials_offset;
+    char* partials = t.partials(ws, 0);
     const float inv_n = 1.0f / static_cast<float>(t.cols);
-    core::parallel_for(t.blocks.num_blocks, t.threads, [&](int64_t b) {
-      char* sdy = ws + t.scratch_offset + b * t.scratch_bytes_per_tile;
-      char* sx = sdy + t.scratch_row_bytes;
-      char* sdx = sx + t.scratch_row_bytes;
-      char* sdres = sdx + t.scratch_row_bytes;
-      float* part = t.blocks.partial(partials, b);
+    core::parallel_for(t.num_tiles(), t.threads, [&](int64_t b) {
+      char *sdy = t.scratch_row(ws, b, 0), *sx = t.scratch_row(ws, b, 1);
+      char *sdx = t.scratch_row(ws, b, 2), *sdres = t.scratch_row(ws, b, 3);
+      float* part = t.tiles.partial(partials, b);
       std::memset(part, 0, t.cols * sizeof(float));
-      for (int64_t r = t.blocks.begin(b); r < t.blocks.end(b); ++r) {
+      for (int64_t r = t.tile_begin(b); r < t.tile_end(b); ++r) {
         const char* dyr = dy_.row(r);
         const char* xr = x_.row(r);
         if (!dy_.dense()) dy_.gather(r, sdy), dyr = sdy;
@@ -178,10 +179,10 @@ class RmsNormGradLaunch final : public core::Launch {
       }
     });
     if (dgamma_.dense()) {
-      core::sum_row_block_partials(t.blocks, partials, reinterpret_cast<float*>(dgamma_.row(0)), t.threads);
+      core::sum_row_block_partials(t.tiles, partials, reinterpret_cast<float*>(dgamma_.row(0)), t.threads);
     } else {
-      float* dg = reinterpret_cast<float*>(ws + t.dgamma_offset);
-      core::sum_row_block_partials(t.blocks, partials, dg, t.threads);
+      float* dg = t.dgamma(ws);
+      core::sum_row_block_partials(t.tiles, partials, dg, t.threads);
       dgamma_.scatter(0, reinterpret_cast<const char*>(dg));
     }
   }

@@ -1,6 +1,8 @@
-// Validation shared by aclnnRmsNorm and aclnnRmsNormGrad. Codes as the vendor's generated layer:
-// dtypes 161002; ranks, shapes and attribute values 561002 (its tiling checks); tilegrad's own
-// safety rules (well-formed views, overlapping outputs) 161002 as for every operator.
+// Validation shared by the normalisation families: the float dtypes and the row-shape helpers (RMSNorm,
+// AddRmsNorm, LayerNorm), gamma's rules (aclnnRmsNorm, aclnnRmsNormGrad, aclnnAddRmsNorm). Codes as
+// the vendor's generated layer: dtypes 161002; ranks, shapes and attribute values 561002 (its tiling
+// checks), or 161002 where the vendor checks them in a hand-written aclnn layer (`check_shape_as`);
+// tilegrad's own safety rules (well-formed views, overlapping outputs) 161002 as for every operator.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 #include "core/tensor.h"
 #include "tilegrad/tensor_view.hpp"
 
-namespace tilegrad::ops::rms {
+namespace tilegrad::core::norm {
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 
@@ -79,4 +81,4 @@ inline std::vector<int64_t> drop_ones(const std::vector<int64_t>& s) {
   return r;
 }
 
-}  // namespace tilegrad::ops::rms
+}  // namespace tilegrad::core::norm

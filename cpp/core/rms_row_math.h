@@ -1,16 +1,15 @@
-// Row arithmetic shared by the RMSNorm-family forward kernels (aclnnRmsNorm, aclnnAddRmsNorm;
-// include after one core/simd_<isa>.h and core/simd_map.h). Both operators sum the
-// squares and scale the row through these two functions, so AddRmsNorm's y is bit for bit RmsNorm's
-// y of its xOut.
+// Row arithmetic of the RMSNorm forward kernels, shared by the RMSNorm and AddRmsNorm families
+// (aclnnRmsNorm, aclnnAddRmsNorm; include after one core/simd_<isa>.h). Both operators sum the squares
+// and scale the row through these functions, so AddRmsNorm's y is bit for bit RmsNorm's y of its xOut.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace tilegrad::ops {
-namespace {
+#include "core/simd_map.h"
 
-using namespace tilegrad::simd;
+namespace tilegrad::simd {
+namespace {
 
 // sum_j v_j^2 in fp32 with four vector accumulators in a fixed order (a function of n alone).
 // `full(i)` yields the L elements from i, `part(i, count)` the last count < L (zero-padded): the
@@ -57,4 +56,4 @@ void scale_row(const char* x, const float* g, char* y, int64_t n, float rstd, bo
 }
 
 }  // namespace
-}  // namespace tilegrad::ops
+}  // namespace tilegrad::simd

@@ -1,8 +1,9 @@
-// The RMSNorm family's view of a tensor as R rows of N elements: the leading dims index rows, the
-// trailing k dims (gamma's rank) are a row. Shared by aclnnRmsNorm, aclnnRmsNormGrad and
-// aclnnAddRmsNorm. A row whose elements are dense (row-major, stride 1 after dropping size-1 dims) is
-// handed to the kernels in place; any other row is gathered into / scattered from a contiguous
-// scratch row. Pure address arithmetic (and one scalar widening of gamma): no kernel, no allocation.
+// A tensor seen as R rows of N elements: the leading dims index rows, the trailing k dims (gamma's
+// rank, LayerNorm's normalizedShape) are a row. Shared by the row-wise operators (RMSNorm, AddRmsNorm,
+// LayerNorm and their gradients; core/row_tiling.h plans their tiles). A row whose elements are dense
+// (row-major, stride 1 after dropping size-1 dims) is handed to the kernels in place; any other row is
+// gathered into / scattered from a contiguous scratch row. Pure address arithmetic (and one scalar
+// widening of gamma): no kernel, no allocation.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 #include "core/dtype.h"
 #include "tilegrad/tensor_view.hpp"
 
-namespace tilegrad::ops {
+namespace tilegrad::core {
 
 class RowView {
  public:
@@ -77,7 +78,7 @@ class RowView {
   }
   // Row r widened to fp32 into out (n floats), from elements of `dtype`: gamma, once per launch.
   void widen_to_float(int64_t r, DType dtype, float* out) const {
-    for_each(r, [&](int64_t i, char* p) { out[i] = static_cast<float>(core::load_float_element(dtype, p)); });
+    for_each(r, [&](int64_t i, char* p) { out[i] = static_cast<float>(load_float_element(dtype, p)); });
   }
   // f(i, address of element i) for the elements of row r in row-major order.
   template <class F>
@@ -106,4 +107,4 @@ class RowView {
   std::vector<int64_t> row_shape_, row_strides_;    // bytes
 };
 
-}  // namespace tilegrad::ops
+}  // namespace tilegrad::core
