@@ -175,7 +175,7 @@ def crossover_table(quick: bool = False) -> None:
             cos = torch.randn(1, 1, rows, 128, dtype=dtype)
             dq = dy.view(q.shape)
             contenders = (  # (node, composite, torch), each forward + backward
-                (lambda: TilegradRmsNorm.apply(x, w, 1e-6).backward(dy),
+                (lambda: TilegradRmsNorm.apply(x, w, 1e-6, 0.0).backward(dy),
                  lambda: _rms_norm_composite(x, w, 1e-6).backward(dy), lambda: torch_rms_norm(x, w).backward(dy)),
                 (lambda: TilegradSiluMul.apply(x, x).backward(dy), lambda: _silu_mul_composite(x, x).backward(dy),
                  lambda: torch_silu_mul(x, x).backward(dy)),

@@ -46,7 +46,7 @@ def crossover_table(quick: bool = False) -> None:
             b = torch.zeros(128, dtype=dtype, requires_grad=True)
             dy = torch.randn(n // 128, 128, dtype=dtype)
             reps = 2 if quick else max(20, 200000 // n)
-            node_us = cpu_time_us(lambda: TilegradLayerNorm.apply(x, w, b, [128], 1e-5).backward(dy), reps)
+            node_us = cpu_time_us(lambda: TilegradLayerNorm.apply(x, [128], w, b, 1e-5).backward(dy), reps)
             composite_us = cpu_time_us(lambda: _layer_norm_composite(x, [128], w, b, 1e-5).backward(dy), reps)
             torch_us = cpu_time_us(lambda: torch_layer_norm(x, w, b).backward(dy), reps)
             print(f"| {NAMES[dtype]} | {n} | {composite_us / node_us:.2f}x ({torch_us / node_us:.2f}x) |", flush=True)
