@@ -67,6 +67,31 @@ def penalty_grads(fn, inputs) -> tuple:
     return torch.autograd.grad(g.pow(2).sum(), inputs)
 
 
+def assert_second_derivatives_match(ours, theirs, inputs) -> None:
+    """``ours`` on float32 copies of ``inputs`` gives the second derivatives (:func:`penalty_grads`) of
+    ``theirs`` (torch's formula) on float64 copies."""
+    import torch
+
+    got = penalty_grads(ours, [t.detach().clone().requires_grad_() for t in inputs])
+    want = penalty_grads(theirs, [t.detach().double().requires_grad_() for t in inputs])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+
+
+def assert_compiled_matches_eager(fn, inputs) -> None:
+    """``torch.compile(fn, fullgraph=True)`` (aot_eager) gives eager's scalar and the gradients of
+    every input that requires grad (None inputs are passed as they are)."""
+    import torch
+
+    leaves = [t for t in inputs if t is not None and t.requires_grad]
+    torch._dynamo.reset()
+    eager = fn(*inputs)
+    grads = torch.autograd.grad(eager, leaves)
+    got = torch.compile(fn, fullgraph=True, backend="aot_eager")(*inputs)
+    torch.testing.assert_close(got, eager)
+    torch.testing.assert_close(torch.autograd.grad(got, leaves), grads)
+
+
 # float32 parameters: tilegrad and torch sum in other orders (measured: loss 1e-7, gradients 6e-7 of
 # the tensor's largest value); bfloat16: the roundings listed in
 # test_hf_causal_lm_bfloat16_training_follows_torch (measured: loss 1.1e-5, gradients 1.1e-2, i.e.

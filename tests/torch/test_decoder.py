@@ -12,7 +12,7 @@ import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _rope  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER  # noqa: E402
-from reference.torch_compare import penalty_grads  # noqa: E402
+from reference.torch_compare import assert_compiled_matches_eager, assert_second_derivatives_match  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size")
   # tests/torch/conftest.py
@@ -314,7 +314,6 @@ def test_opcheck(index):
 
 
 def test_compile_fullgraph_gives_eager_results():
-    torch._dynamo.reset()
     g = torch.Generator().manual_seed(8)
     x = torch.randn(2, 6, 32, generator=g, requires_grad=True)
     w = torch.rand(32, generator=g, requires_grad=True)
@@ -326,14 +325,7 @@ def test_compile_fullgraph_gives_eager_results():
         q, k = tgt.apply_rotary_pos_emb(q, q, angle.cos(), angle.sin())
         return tgt.silu_mul(q, k).sum()
 
-    eager = block(x, w)
-    eager.backward()
-    grads = (x.grad.clone(), w.grad.clone())
-    x.grad = w.grad = None
-    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")(x, w)
-    compiled.backward()
-    torch.testing.assert_close(compiled, eager)
-    torch.testing.assert_close((x.grad, w.grad), grads)
+    assert_compiled_matches_eager(block, [x, w])
 
 
 def test_numpy_entries_exist():
@@ -365,11 +357,7 @@ def _double_backward_cases():
 
 @pytest.mark.parametrize("name", sorted(_double_backward_cases()))
 def test_second_derivatives_are_torchs(name):
-    ours, theirs, inputs = _double_backward_cases()[name]
-    got = penalty_grads(ours, [t.clone().requires_grad_() for t in inputs])
-    want = penalty_grads(theirs, [t.double().requires_grad_() for t in inputs])
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+    assert_second_derivatives_match(*_double_backward_cases()[name])
 
 
 def test_torch_func_grad_and_vmap():
