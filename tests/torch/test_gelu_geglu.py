@@ -12,7 +12,8 @@ import torch.nn.functional as F  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _gelu, _rms_norm  # noqa: E402
 from tilegrad.torch._eager import Path  # noqa: E402
-from reference.torch_compare import assert_compiled_matches_eager, assert_second_derivatives_match  # noqa: E402
+from reference.torch_compare import (assert_compiled_matches_eager, assert_second_derivatives_match,  # noqa: E402
+                                     saved_tensors)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -120,9 +121,7 @@ def test_kernel_route_uses_tilegrads_nodes_and_saves_only_the_inputs(monkeypatch
     gate, up = _leaves(torch.float32, (4, 16), (4, 16))
     assert _node_names(tgt.gelu_mul(gate, up)) == "TilegradGeluMulBackward"
     assert _node_names(tgt.gelu(gate)) == "TilegradGeluBackward"
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        tgt.gelu_mul(gate, up)
+    saved = saved_tensors(lambda: tgt.gelu_mul(gate, up))
     assert len(saved) == 2 and saved[0] is gate and saved[1] is up
 
 
