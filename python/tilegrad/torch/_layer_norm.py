@@ -19,7 +19,7 @@ from torch import Tensor
 from .. import _core
 from ._eager import TORCH_FUNCTIONS, Path, on_kernel_path, recompute_grads, rounded_once, route
 from ._library import KernelFunction, OpKernel, placeholder
-from ._tensor import as_numpy, new_output, sync_threads
+from ._tensor import as_numpy, new_output, optional_numpy, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
 # The kernels, the composite, the ops and the eager node
@@ -31,17 +31,13 @@ def _stats_shape(input: Tensor, normalized_shape: Sequence[int]) -> List[int]:
     return list(input.shape[:lead]) + [1] * len(normalized_shape)
 
 
-def _optional(t: Optional[Tensor]):
-    return None if t is None else as_numpy(t)
-
-
 def _layer_norm_impl(input: Tensor, normalized_shape: List[int], weight: Optional[Tensor], bias: Optional[Tensor],
                      eps: float) -> Tuple[Tensor, Tensor, Tensor]:
     sync_threads()
     out = new_output(input.shape, input.dtype)
     stats = _stats_shape(input, normalized_shape)
     mean, rstd = new_output(stats, torch.float32), new_output(stats, torch.float32)
-    _core.layer_norm(as_numpy(input), list(normalized_shape), _optional(weight), _optional(bias), eps,
+    _core.layer_norm(as_numpy(input), list(normalized_shape), optional_numpy(weight), optional_numpy(bias), eps,
                      as_numpy(out), as_numpy(mean), as_numpy(rstd))
     return out, mean, rstd
 
@@ -94,7 +90,7 @@ def _layer_norm_backward_impl(grad_out: Tensor, input: Tensor, normalized_shape:
     dw = new_output(normalized_shape, torch.float32) if output_mask[1] else placeholder(mean)
     db = new_output(normalized_shape, torch.float32) if output_mask[2] else placeholder(mean)
     _core.layer_norm_backward(as_numpy(grad_out), as_numpy(input), list(normalized_shape), as_numpy(mean),
-                              as_numpy(rstd), _optional(weight), None, list(output_mask),
+                              as_numpy(rstd), optional_numpy(weight), None, list(output_mask),
                               as_numpy(dx) if output_mask[0] else None, as_numpy(dw) if output_mask[1] else None,
                               as_numpy(db) if output_mask[2] else None)
     return dx, dw, db
