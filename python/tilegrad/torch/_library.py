@@ -1,5 +1,6 @@
 """The ``torch.ops.tilegrad`` namespace: the one ``torch.library`` object every family module defines
-its ops in (``_silu.py``, ``_cross_entropy.py``, ... each defines its own with :func:`define`).
+its ops in (``_silu.py``, ``_cross_entropy.py``, ... each defines its own with :func:`define`, most
+through :class:`KernelFunction`).
 
 One op per aclnn operator, plus the forward ops whose autograd formula runs a tilegrad backward. Each
 has a fake (meta) implementation, so ``torch.compile(fullgraph=True)`` and ``torch.export`` trace
