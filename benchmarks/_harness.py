@@ -13,6 +13,7 @@ torch version, git commit, UTC timestamp), so runs of different commits and mach
 ``--json PATH`` defaults to the environment variable TILEGRAD_BENCH_JSON.
 """
 
+import argparse
 import atexit
 import datetime
 import gc
@@ -132,6 +133,161 @@ def rel_error(approx: np.ndarray, exact: np.ndarray) -> float:
     return float(np.max(np.abs(a - e)) / max(np.max(np.abs(e)), 1e-300))
 
 
+# ---- tilegrad.torch functions through autograd (bench_decoder.py, bench_layer_norm.py) --------------
+
+
+class BandwidthProbe:
+    """out = a + b over three 64 MiB float32 arrays: the machine's DRAM read+write bandwidth."""
+
+    ELEMENTS = 16 << 20
+
+    def __init__(self) -> None:
+        self.a, self.b, self.out = (np.full(self.ELEMENTS, v, dtype=np.float32) for v in (1.0, 2.0, 0.0))
+
+    def __call__(self) -> None:
+        _core._bandwidth_probe(self.out, self.a, self.b, True)
+
+    def gbps(self, seconds: float) -> float:
+        return 12 * self.ELEMENTS / seconds / 1e9
+
+
+def grad_run(fn, inputs, upstream):
+    """A contender: outputs of fn(*inputs), then autograd's gradients of every leaf input."""
+    import torch
+
+    leaves = [t for t in inputs if t.requires_grad]
+
+    def run():
+        out = fn(*inputs)
+        outs = out if isinstance(out, tuple) else (out,)
+        return torch.autograd.grad(outs, leaves, upstream)
+    return run
+
+
+def saved_bytes(fn, inputs) -> int:
+    """The bytes autograd saves for the backward of fn(*inputs)."""
+    import torch
+
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        fn(*inputs)
+    seen, total = set(), 0
+    for t in saved:  # a tensor saved twice (or a view of a saved one) is stored once
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def cpu_time_us(fn, reps: int) -> float:
+    """Minimum over 3 rounds of the process CPU time per call (robust on a shared machine)."""
+    for _ in range(5):
+        fn()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.process_time() - t0) / reps)
+    return best * 1e6
+
+
+def _dtypes(torch):
+    """The dtypes the autograd benchmarks run, with their names in ``--dtypes`` and the tables."""
+    return ((torch.float32, "fp32"), (torch.bfloat16, "bf16"))
+
+
+class AutogradBenchmark:
+    """tilegrad.torch functions through autograd against PyTorch eager and ``torch.compile`` of the same
+    PyTorch code, forward + backward on the same inputs, contenders interleaved with the bandwidth probe.
+
+    ``parser`` holds the options they share (``--quick --reps --no-compile --crossover --dtypes
+    --threads``; add a script's own before :meth:`start`); :meth:`start` parses them (``--json``
+    included) and gives torch and tilegrad the same threads; :meth:`case` times one row; :meth:`run`
+    collects the rows of each dtype ``--dtypes`` lists and prints the table."""
+
+    def __init__(self, description: str, crossover_help: str) -> None:
+        self.parser = argparse.ArgumentParser(description=description,
+                                              formatter_class=argparse.RawDescriptionHelpFormatter)
+        self.parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+        self.parser.add_argument("--reps", type=int, default=5)
+        self.parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
+        self.parser.add_argument("--crossover", action="store_true", help=crossover_help)
+        self.parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
+        self.parser.add_argument("--threads", type=int, default=None,
+                                 help="torch and tilegrad threads, the bandwidth probe's too (default: torch's)")
+        self.args = None
+        self._probe = None
+
+    def start(self, benchmark: str):
+        """The parsed options; torch on ``--threads`` and tilegrad on torch's count (the probe calls the
+        core directly)."""
+        import torch
+        import tilegrad
+
+        self.args = parse_args(self.parser, benchmark=benchmark)
+        if self.args.threads:
+            torch.set_num_threads(self.args.threads)
+        tilegrad.set_num_threads(torch.get_num_threads())
+        return self.args
+
+    def case(self, label: str, params: dict, ours, theirs, inputs, upstream, target: str, traffic: int) -> dict:
+        """One row: ``ours`` (tilegrad), ``theirs`` (PyTorch eager, and compiled unless --no-compile)
+        and the bandwidth probe interleaved; ``traffic``: the case's compulsory bytes for forward +
+        backward; ``target``: the issue's target, printed beside the ratios."""
+        import torch
+
+        contenders = {"torch": grad_run(theirs, inputs, upstream), "tilegrad": grad_run(ours, inputs, upstream)}
+        use_compile = not self.args.no_compile
+        if use_compile:
+            contenders["torch.compile"] = grad_run(torch.compile(theirs, dynamic=False), inputs, upstream)
+        contenders["bandwidth probe"] = self._probe
+        row = compare(label, contenders, baseline="torch", reps=self.args.reps, params=params)
+        t = row["times"]
+        dram = self._probe.gbps(t.pop("bandwidth probe"))
+        ours_gbps = traffic / t["tilegrad"] / 1e9
+        ours_saved, theirs_saved = saved_bytes(ours, inputs), saved_bytes(theirs, inputs)
+        row["extra"] = {"target": target}
+        if use_compile:
+            row["extra"]["tilegrad vs compile"] = f"{t['torch.compile'] / t['tilegrad']:.2f}x"
+        row["extra"]["saved MiB tilegrad / torch"] = f"{ours_saved / 2**20:.1f} / {theirs_saved / 2**20:.1f}"
+        row["extra"]["tilegrad GB/s (% of DRAM)"] = f"{ours_gbps:.1f} ({100 * ours_gbps / dram:.0f}% of {dram:.1f})"
+        return row
+
+    def run(self, dtype_cases, title: str) -> None:
+        """``dtype_cases(dtype, name)``: the rows (:meth:`case`) of one dtype; the table of them all."""
+        import torch
+
+        self._probe = BandwidthProbe()
+        wanted = self.args.dtypes.split(",")
+        rows = [row for dtype, name in _dtypes(torch) if name in wanted for row in dtype_cases(dtype, name)]
+        print_table(rows, title=f"{title}, {torch.get_num_threads()} threads")
+
+
+def crossover_table(functions: List[str], sizes: List[int], contenders_at, quick: bool = False) -> None:
+    """tilegrad's node (its kernels, whatever the size) vs the composite the router takes below the
+    crossover (the formula in torch ops on float32, rounded once) and vs torch's formula in the input's
+    dtype, forward + backward, 1 thread, fp32 and bf16 at ``sizes`` elements. ``contenders_at(dtype,
+    n)``: one ``(node, composite, torch)`` triple of calls per function. Each cell: composite / node (> 1:
+    the node faster; where it passes 1 is the function's CROSSOVER entry, tilegrad.torch._eager), then
+    torch / node in parentheses. ``quick``: the two smallest sizes, few calls (a smoke run)."""
+    import torch
+
+    torch.set_num_threads(1)
+    print("composite / node (torch / node)\n")
+    print("| dtype | elements | " + " | ".join(functions) + " |\n|---|---|" + "---|" * len(functions))
+    for dtype, name in _dtypes(torch):
+        for n in sizes[:2] if quick else sizes:
+            reps = 2 if quick else max(20, 200000 // n)
+            cells = []
+            for node, composite, theirs in contenders_at(dtype, n):
+                node_us = cpu_time_us(node, reps)
+                composite_us, torch_us = cpu_time_us(composite, reps), cpu_time_us(theirs, reps)
+                cells.append(f"{composite_us / node_us:.2f}x ({torch_us / node_us:.2f}x)")
+            print(f"| {name} | {n} | " + " | ".join(cells) + " |", flush=True)
+
+
 # ---- machine-readable results (JSON lines) ---------------------------------------------------------
 
 _json = {"path": None, "benchmark": None, "static": None, "pending": []}
@@ -152,6 +308,25 @@ def add_run_options(parser) -> None:
     options the operator benchmarks against torch share; see :func:`set_threads`."""
     parser.add_argument("--quick", action="store_true", help="small shapes, few repetitions (smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="threads for both (default: tilegrad's default)")
+
+
+def start_kernel_benchmark(description: str, quick_help: str, title: str):
+    """A benchmark of tilegrad's NumPy kernels against torch's (bench_gelu.py, bench_silu_backward.py):
+    parses ``--quick`` (3 repetitions), ``--reps`` (default 15) and ``--json``, runs torch on tilegrad's
+    thread count and prints the run's header line. Returns ``(args, torch, repetitions)``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parse_args(parser)
+    import tilegrad as tg
+    import torch
+
+    threads = tg.get_num_threads()
+    torch.set_num_threads(threads)
+    reps = 3 if args.quick else args.reps
+    print(f"# {title}: tilegrad {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__}, "
+          f"{threads} threads, min of {reps}")
+    return args, torch, reps
 
 
 def set_threads(args, torch) -> int:

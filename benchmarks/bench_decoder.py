@@ -27,10 +27,10 @@ share of the machine's DRAM bandwidth for the case's compulsory traffic (forward
 
 The bandwidth is measured in the same run, interleaved with the contenders of every case: out = a + b
 on float32 with all threads and non-temporal stores (``tilegrad._core._bandwidth_probe``, as
-bench_silu_backward.py does) on 64 MiB arrays (above the 32 MiB L3), 12 bytes per element.
+bench_silu_backward.py does; ``_harness.BandwidthProbe``) on 64 MiB arrays (above the 32 MiB L3), 12 bytes per
+element.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -38,22 +38,18 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, parse_args, print_table  # noqa: E402
+from _harness import AutogradBenchmark, BandwidthProbe, crossover_table  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
-from tilegrad import _core  # noqa: E402
 from tilegrad.torch._gelu import TilegradGelu, TilegradGeluMul, _gelu_composite, _gelu_mul_composite  # noqa: E402
 from tilegrad.torch._rms_norm import TilegradRmsNorm, _rms_norm_composite  # noqa: E402
 from tilegrad.torch._rope import TilegradRope, _rope_composite  # noqa: E402
 from tilegrad.torch._swiglu import (TilegradSiluMul, TilegradSwiGlu, _silu_mul_composite,  # noqa: E402
                                     _swi_glu_composite)
-
-NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
-
 
 def rotate_half(x):
     half = x.shape[-1] // 2
@@ -82,120 +78,31 @@ def torch_gelu_mul(g, u):
     return F.gelu(g, approximate="tanh") * u
 
 
-def grad_run(fn, inputs, upstream):
-    """A contender: outputs of fn(*inputs), then autograd's gradients of every leaf input."""
-    leaves = [t for t in inputs if t.requires_grad]
-
-    def run():
-        out = fn(*inputs)
-        outs = out if isinstance(out, tuple) else (out,)
-        return torch.autograd.grad(outs, leaves, upstream)
-    return run
-
-
-def saved_bytes(fn, inputs):
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        fn(*inputs)
-    seen, total = set(), 0
-    for t in saved:  # a tensor saved twice (or a view of a saved one) is stored once
-        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
-        if key not in seen:
-            seen.add(key)
-            total += t.numel() * t.element_size()
-    return total
-
-
-class BandwidthProbe:
-    """out = a + b over three 64 MiB float32 arrays: the machine's DRAM read+write bandwidth."""
-
-    ELEMENTS = 16 << 20
-
-    def __init__(self) -> None:
-        self.a, self.b, self.out = (np.full(self.ELEMENTS, v, dtype=np.float32) for v in (1.0, 2.0, 0.0))
-
-    def __call__(self) -> None:
-        _core._bandwidth_probe(self.out, self.a, self.b, True)
-
-    def gbps(self, seconds: float) -> float:
-        return 12 * self.ELEMENTS / seconds / 1e9
-
-
-def case(label, params, ours, theirs, inputs, upstream, reps, use_compile, target, traffic, probe):
-    """One row: the contenders (and the bandwidth probe) interleaved; `traffic` is the case's
-    compulsory bytes for forward + backward."""
-    contenders = {"torch": grad_run(theirs, inputs, upstream), "tilegrad": grad_run(ours, inputs, upstream)}
-    if use_compile:
-        contenders["torch.compile"] = grad_run(torch.compile(theirs, dynamic=False), inputs, upstream)
-    contenders["bandwidth probe"] = probe
-    row = compare(label, contenders, baseline="torch", reps=reps, params=params)
-    t = row["times"]
-    dram = probe.gbps(t.pop("bandwidth probe"))
-    ours_gbps = traffic / t["tilegrad"] / 1e9
-    ours_saved, theirs_saved = saved_bytes(ours, inputs), saved_bytes(theirs, inputs)
-    row["extra"] = {"target": target}
-    if use_compile:
-        row["extra"]["tilegrad vs compile"] = f"{t['torch.compile'] / t['tilegrad']:.2f}x"
-    row["extra"]["saved MiB tilegrad / torch"] = f"{ours_saved / 2**20:.1f} / {theirs_saved / 2**20:.1f}"
-    row["extra"]["tilegrad GB/s (% of DRAM)"] = f"{ours_gbps:.1f} ({100 * ours_gbps / dram:.0f}% of {dram:.1f})"
-    return row
-
-
-def cpu_time_us(fn, reps: int) -> float:
-    """Minimum over 3 rounds of the process CPU time per call (robust on a shared machine)."""
-    for _ in range(5):
-        fn()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.process_time()
-        for _ in range(reps):
-            fn()
-        best = min(best, (time.process_time() - t0) / reps)
-    return best * 1e6
-
-
-def crossover_table(quick: bool = False) -> None:
-    """tilegrad's node (its kernels, whatever the size) vs the composite the router takes below the
-    crossover (the formula in torch ops on float32, rounded once) and vs torch's formula in the input's
-    dtype, forward + backward, 1 thread, at 1K..256K elements. Each cell: composite / node (> 1: the
-    node faster; where it passes 1 is the CROSSOVER entry, tilegrad.torch._eager), then torch / node in
-    parentheses. ``quick``: the two smallest sizes, few calls (a smoke run, not a measurement)."""
-    torch.set_num_threads(1)
-    print("composite / node (torch / node)\n")
-    print("| dtype | elements | rms_norm | silu_mul | swiglu | rope | gelu | gelu_mul |\n"
-          "|---|---|---|---|---|---|---|---|")
-    for dtype in (torch.float32, torch.bfloat16):
-        for n in (1024, 4096) if quick else (1024, 4096, 16384, 65536, 262144):
-            rows = n // 128
-            x = torch.randn(rows, 128, dtype=dtype, requires_grad=True)
-            w = torch.ones(128, dtype=dtype, requires_grad=True)
-            dy = torch.randn(rows, 128, dtype=dtype)
-            wide = torch.randn(rows, 256, dtype=dtype, requires_grad=True)  # swiglu halves its last dim
-            q = torch.randn(1, 1, rows, 128, dtype=dtype, requires_grad=True)
-            cos = torch.randn(1, 1, rows, 128, dtype=dtype)
-            dq = dy.view(q.shape)
-            contenders = (  # (node, composite, torch), each forward + backward
-                (lambda: TilegradRmsNorm.apply(x, w, 1e-6).backward(dy),
-                 lambda: _rms_norm_composite(x, w, 1e-6).backward(dy), lambda: torch_rms_norm(x, w).backward(dy)),
-                (lambda: TilegradSiluMul.apply(x, x).backward(dy), lambda: _silu_mul_composite(x, x).backward(dy),
-                 lambda: torch_silu_mul(x, x).backward(dy)),
-                (lambda: TilegradSwiGlu.apply(wide, 1).backward(dy), lambda: _swi_glu_composite(wide, 1).backward(dy),
-                 lambda: torch_silu_mul(*wide.chunk(2, 1)).backward(dy)),
-                (lambda: TilegradRope.apply(q, cos, cos, 0).backward(dq),
-                 lambda: _rope_composite(q, cos, cos, 0).backward(dq),
-                 lambda: (q * cos + rotate_half(q) * cos).backward(dq)),
-                (lambda: TilegradGelu.apply(x, "tanh").backward(dy), lambda: _gelu_composite(x, "tanh").backward(dy),
-                 lambda: torch_gelu(x).backward(dy)),
-                (lambda: TilegradGeluMul.apply(x, x, "tanh").backward(dy),
-                 lambda: _gelu_mul_composite(x, x, "tanh").backward(dy), lambda: torch_gelu_mul(x, x).backward(dy)),
-            )
-            reps = 2 if quick else max(20, 200000 // n)
-            cells = []
-            for node, composite, theirs in contenders:
-                node_us = cpu_time_us(node, reps)
-                composite_us, torch_us = cpu_time_us(composite, reps), cpu_time_us(theirs, reps)
-                cells.append(f"{composite_us / node_us:.2f}x ({torch_us / node_us:.2f}x)")
-            print(f"| {NAMES[dtype]} | {n} | " + " | ".join(cells) + " |", flush=True)
+def crossover_contenders(dtype, n):
+    """Each decoder function on n elements (rows of 128 features): (node, composite, torch), each
+    forward + backward."""
+    rows = n // 128
+    x = torch.randn(rows, 128, dtype=dtype, requires_grad=True)
+    w = torch.ones(128, dtype=dtype, requires_grad=True)
+    dy = torch.randn(rows, 128, dtype=dtype)
+    wide = torch.randn(rows, 256, dtype=dtype, requires_grad=True)  # swiglu halves its last dim
+    q = torch.randn(1, 1, rows, 128, dtype=dtype, requires_grad=True)
+    cos = torch.randn(1, 1, rows, 128, dtype=dtype)
+    dq = dy.view(q.shape)
+    return [
+        (lambda: TilegradRmsNorm.apply(x, w, 1e-6, 0.0).backward(dy),
+         lambda: _rms_norm_composite(x, w, 1e-6).backward(dy), lambda: torch_rms_norm(x, w).backward(dy)),
+        (lambda: TilegradSiluMul.apply(x, x).backward(dy), lambda: _silu_mul_composite(x, x).backward(dy),
+         lambda: torch_silu_mul(x, x).backward(dy)),
+        (lambda: TilegradSwiGlu.apply(wide, 1).backward(dy), lambda: _swi_glu_composite(wide, 1).backward(dy),
+         lambda: torch_silu_mul(*wide.chunk(2, 1)).backward(dy)),
+        (lambda: TilegradRope.apply(q, cos, cos, 0).backward(dq), lambda: _rope_composite(q, cos, cos, 0).backward(dq),
+         lambda: (q * cos + rotate_half(q) * cos).backward(dq)),
+        (lambda: TilegradGelu.apply(x, "tanh").backward(dy), lambda: _gelu_composite(x, "tanh").backward(dy),
+         lambda: torch_gelu(x).backward(dy)),
+        (lambda: TilegradGeluMul.apply(x, x, "tanh").backward(dy),
+         lambda: _gelu_mul_composite(x, x, "tanh").backward(dy), lambda: torch_gelu_mul(x, x).backward(dy)),
+    ]
 
 
 def kernel_cpu_time_table(reps: int = 7) -> None:
@@ -241,56 +148,43 @@ def kernel_cpu_time_table(reps: int = 7) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile contender")
-    parser.add_argument("--crossover", action="store_true", help="the small-size table behind the decoder "
-                        "functions' entries of tilegrad.torch._eager.CROSSOVER")
-    parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
-    parser.add_argument("--kernel-cpu-time", action="store_true",
-                        help="the kernels alone in process CPU time vs the bandwidth probe (1 thread)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch and tilegrad threads, the bandwidth probe's too (default: torch's)")
-    args = parse_args(parser, benchmark="decoder")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    tilegrad.set_num_threads(torch.get_num_threads())  # the probe calls the core directly
+    bench = AutogradBenchmark(__doc__, crossover_help="the small-size table behind the decoder functions' entries "
+                              "of tilegrad.torch._eager.CROSSOVER")
+    bench.parser.add_argument("--kernel-cpu-time", action="store_true",
+                              help="the kernels alone in process CPU time vs the bandwidth probe (1 thread)")
+    args = bench.start("decoder")
     if args.crossover:
-        crossover_table(args.quick)
+        crossover_table(["rms_norm", "silu_mul", "swiglu", "rope", "gelu", "gelu_mul"],
+                        [1024, 4096, 16384, 65536, 262144], crossover_contenders, args.quick)
         return
     if args.kernel_cpu_time:
         kernel_cpu_time_table()
         return
     scale = 8 if args.quick else 1
-    use_compile = not args.no_compile
     g = torch.Generator().manual_seed(0)
-    probe = BandwidthProbe()
-    rows = []
-    wanted = args.dtypes.split(",")
-    for dtype in (d for d in (torch.float32, torch.bfloat16) if NAMES[d] in wanted):
-        name = NAMES[dtype]
+
+    def cases(dtype, name):
         es = torch.empty((), dtype=dtype).element_size()
+        rows = []
         n, d = 4096 // scale, 2048
         x = torch.randn(n, d, generator=g).to(dtype).requires_grad_()
         w = (1 + 0.1 * torch.randn(d, generator=g)).to(dtype).requires_grad_()
-        rows.append(case(f"rms_norm {name} {n}x{d}", {"op": "rms_norm", "n": n, "d": d, "dtype": name},
-                         lambda a, b: tgt.rms_norm(a, b.shape, b, 1e-6), torch_rms_norm, [x, w],
-                         (torch.randn(n, d, generator=g).to(dtype),), args.reps, use_compile,
-                         ">= 5x fp32, >= 10x bf16; >= 1.3x compile", 5 * n * d * es, probe))
+        rows.append(bench.case(f"rms_norm {name} {n}x{d}", {"op": "rms_norm", "n": n, "d": d, "dtype": name},
+                               lambda a, b: tgt.rms_norm(a, b.shape, b, 1e-6), torch_rms_norm, [x, w],
+                               (torch.randn(n, d, generator=g).to(dtype),),
+                               ">= 5x fp32, >= 10x bf16; >= 1.3x compile", 5 * n * d * es))
         n, f = 4096 // scale, 5632
         gate = torch.randn(n, f, generator=g).to(dtype).requires_grad_()
         up = torch.randn(n, f, generator=g).to(dtype).requires_grad_()
-        rows.append(case(f"silu_mul {name} {n}x{f}", {"op": "silu_mul", "n": n, "f": f, "dtype": name},
-                         tgt.silu_mul, torch_silu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
-                         args.reps, use_compile, ">= 2x; >= 1.3x compile", 8 * n * f * es, probe))
-        rows.append(case(f"gelu tanh {name} {n}x{f}", {"op": "gelu", "n": n, "f": f, "dtype": name},
-                         lambda a: tgt.gelu(a, approximate="tanh"), torch_gelu, [gate],
-                         (torch.randn(n, f, generator=g).to(dtype),), args.reps, use_compile,
-                         ">= 2x", 5 * n * f * es, probe))
-        rows.append(case(f"gelu_mul tanh {name} {n}x{f}", {"op": "gelu_mul", "n": n, "f": f, "dtype": name},
-                         tgt.gelu_mul, torch_gelu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
-                         args.reps, use_compile, ">= 2x", 8 * n * f * es, probe))
+        rows.append(bench.case(f"silu_mul {name} {n}x{f}", {"op": "silu_mul", "n": n, "f": f, "dtype": name},
+                               tgt.silu_mul, torch_silu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
+                               ">= 2x; >= 1.3x compile", 8 * n * f * es))
+        rows.append(bench.case(f"gelu tanh {name} {n}x{f}", {"op": "gelu", "n": n, "f": f, "dtype": name},
+                               lambda a: tgt.gelu(a, approximate="tanh"), torch_gelu, [gate],
+                               (torch.randn(n, f, generator=g).to(dtype),), ">= 2x", 5 * n * f * es))
+        rows.append(bench.case(f"gelu_mul tanh {name} {n}x{f}", {"op": "gelu_mul", "n": n, "f": f, "dtype": name},
+                               tgt.gelu_mul, torch_gelu_mul, [gate, up], (torch.randn(n, f, generator=g).to(dtype),),
+                               ">= 2x", 8 * n * f * es))
         b, s, hq, hkv, hd = 4, 1024 // scale, 16, 4, 128
         # (batch, heads, seq, head_dim) views of (batch, seq, heads, head_dim) projections, as Llama makes them
         q = torch.randn(b, s, hq, hd, generator=g).to(dtype).transpose(1, 2).requires_grad_()
@@ -298,12 +192,13 @@ def main() -> None:
         angle = torch.randn(b, s, hd, generator=g)
         cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
         upstream = (torch.randn(q.shape, generator=g).to(dtype), torch.randn(k.shape, generator=g).to(dtype))
-        rows.append(case(f"rope q+k {name} b{b} s{s} {hq}/{hkv} heads d{hd}",
-                         {"op": "rope", "b": b, "s": s, "hq": hq, "hkv": hkv, "d": hd, "dtype": name},
-                         lambda q_, k_, c, s_: tgt.apply_rotary_pos_emb(q_, k_, c, s_), hf_rope, [q, k, cos, sin],
-                         upstream, args.reps, use_compile, ">= 3x; >= 1.3x compile",
-                         (4 * (q.numel() + k.numel()) + 4 * cos.numel()) * es, probe))
-    print_table(rows, title=f"decoder block through autograd, {torch.get_num_threads()} threads")
+        rows.append(bench.case(f"rope q+k {name} b{b} s{s} {hq}/{hkv} heads d{hd}",
+                               {"op": "rope", "b": b, "s": s, "hq": hq, "hkv": hkv, "d": hd, "dtype": name},
+                               lambda q_, k_, c, s_: tgt.apply_rotary_pos_emb(q_, k_, c, s_), hf_rope,
+                               [q, k, cos, sin], upstream, ">= 3x; >= 1.3x compile",
+                               (4 * (q.numel() + k.numel()) + 4 * cos.numel()) * es))
+        return rows
+    bench.run(cases, title="decoder block through autograd")
 
 
 if __name__ == "__main__":

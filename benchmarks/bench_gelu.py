@@ -8,29 +8,21 @@ MLP): torch's chunk + F.gelu + mul (forward) and its autograd backward, vs tg.ge
 tg.ge_glu_backward. Outputs are preallocated for tilegrad; torch allocates as eager code does.
 """
 
-import argparse
 import os
 import sys
 
-import ml_dtypes
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, parse_args, print_table  # noqa: E402
+from _harness import compare, print_table, start_kernel_benchmark  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
-
-
-def as_numpy(torch, t):
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
+from tilegrad.torch._tensor import as_numpy  # noqa: E402
 
 
 def gelu_rows(torch, n, dtype, reps):
     tdt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     g = torch.Generator().manual_seed(0)
     tx, tdy = (torch.randn(n, generator=g) * 3).to(tdt), torch.randn(n, generator=g).to(tdt)
-    x, dy, out = as_numpy(torch, tx), as_numpy(torch, tdy), as_numpy(torch, torch.empty(n, dtype=tdt))
+    x, dy, out = as_numpy(tx), as_numpy(tdy), as_numpy(torch.empty(n, dtype=tdt))
     rows = []
     for form in ("none", "tanh"):
         size = f"{n >> 20}M" if n >= 1 << 20 else f"{n >> 10}K"
@@ -47,10 +39,10 @@ def ge_glu_row(torch, tokens, hidden, dtype, reps):
     g = torch.Generator().manual_seed(1)
     tx = torch.randn(tokens, 2 * hidden, generator=g).to(tdt)
     tdy = torch.randn(tokens, hidden, generator=g).to(tdt)
-    x, dy = as_numpy(torch, tx), as_numpy(torch, tdy)
-    out = as_numpy(torch, torch.empty(tokens, hidden, dtype=tdt))
-    gl = as_numpy(torch, torch.empty(tokens, hidden, dtype=tdt))
-    dx = as_numpy(torch, torch.empty(tokens, 2 * hidden, dtype=tdt))
+    x, dy = as_numpy(tx), as_numpy(tdy)
+    out = as_numpy(torch.empty(tokens, hidden, dtype=tdt))
+    gl = as_numpy(torch.empty(tokens, hidden, dtype=tdt))
+    dx = as_numpy(torch.empty(tokens, 2 * hidden, dtype=tdt))
 
     def torch_step():
         xr = tx.detach().requires_grad_()
@@ -67,19 +59,10 @@ def ge_glu_row(torch, tokens, hidden, dtype, reps):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, fewer repetitions")
-    parser.add_argument("--reps", type=int, default=15)
-    args = parse_args(parser)
-    import torch
-
-    threads = tg.get_num_threads()
-    torch.set_num_threads(threads)
-    reps = 3 if args.quick else args.reps
+    args, torch, reps = start_kernel_benchmark(__doc__.splitlines()[0], "small sizes, fewer repetitions",
+                                               "gelu / ge_glu")
     n = 1 << 16 if args.quick else 1 << 24
     tokens, hidden = (64, 256) if args.quick else (4096, 2048)
-    print(f"# gelu / ge_glu: tilegrad {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__}, "
-          f"{threads} threads, min of {reps}")
     rows = []
     for dtype in ("fp32", "bf16"):
         rows += gelu_rows(torch, n, dtype, reps)

@@ -9,17 +9,15 @@ stores (tilegrad._core._bandwidth_probe), timed interleaved with the fp32 conten
 buffers; it moves the same 12 bytes per element as fp32 SiLU.
 """
 
-import argparse
 import os
 import sys
 
-import ml_dtypes
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import compare, parse_args, print_table  # noqa: E402
+from _harness import compare, print_table, start_kernel_benchmark  # noqa: E402
 
 import tilegrad as tg  # noqa: E402
 from tilegrad import _core  # noqa: E402
+from tilegrad.torch._tensor import as_numpy  # noqa: E402
 
 
 def make_inputs(torch, n, dtype):
@@ -29,28 +27,13 @@ def make_inputs(torch, n, dtype):
     dy = torch.randn(n, generator=g).to(tdt)
     x = (torch.randn(n, generator=g) * 4).to(tdt)
     out = torch.empty(n, dtype=tdt)
-
-    def as_numpy(t):
-        if tdt == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return t.numpy()
-
     return (dy, x, out), (as_numpy(dy), as_numpy(x), as_numpy(out))
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1M elements only, fewer repetitions")
-    parser.add_argument("--reps", type=int, default=15)
-    args = parse_args(parser)
-    import torch
-
-    threads = tg.get_num_threads()
-    torch.set_num_threads(threads)
-    reps = 3 if args.quick else args.reps
+    args, torch, reps = start_kernel_benchmark(__doc__.splitlines()[0], "1M elements only, fewer repetitions",
+                                               "silu_backward")
     sizes = [("1M", 1 << 20)] if args.quick else [("1M", 1 << 20), ("16M", 1 << 24)]
-    print(f"# silu_backward: tilegrad {tg.__version__} ({tg.active_isa()}) vs torch {torch.__version__}, "
-          f"{threads} threads, min of {reps}")
     rows = []
     for size_name, n in sizes:
         for dtype in ["fp32", "bf16", "fp16"]:

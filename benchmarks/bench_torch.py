@@ -317,7 +317,7 @@ def _small_cases(n, dtype, g):
                                              lambda a, b: TilegradBceWithLogits.apply(a, b, None, None, 1),
                                              F.binary_cross_entropy_with_logits,
                                              tgt.binary_cross_entropy_with_logits,
-                                             lambda a, b: _bce_composite(a, b, None, None, "mean")),
+                                             lambda a, b: _bce_composite(a, b, None, None, 1)),
     }
 
 

@@ -67,6 +67,61 @@ def penalty_grads(fn, inputs) -> tuple:
     return torch.autograd.grad(g.pow(2).sum(), inputs)
 
 
+def saved_tensors(fn) -> list:
+    """The tensors autograd saves for backward while ``fn()`` runs."""
+    import torch
+
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        fn()
+    return saved
+
+
+def saved_bytes(fn) -> int:
+    """The bytes of :func:`saved_tensors` (a tensor saved twice counts twice)."""
+    return sum(t.numel() * t.element_size() for t in saved_tensors(fn))
+
+
+def assert_gradients_do_not_depend_on_threads(fn, inputs, upstream, counts=(1, 2, 3)) -> None:
+    """``fn(*inputs).backward(upstream)`` gives every input the same gradient bits on each thread count
+    (the caller's fixture restores torch's count)."""
+    import torch
+
+    results = []
+    for threads in counts:
+        torch.set_num_threads(threads)
+        leaves = [t.detach().clone().requires_grad_() for t in inputs]
+        fn(*leaves).backward(upstream)
+        results.append([t.grad for t in leaves])
+    for grads in results[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(grads, results[0]))
+
+
+def assert_second_derivatives_match(ours, theirs, inputs) -> None:
+    """``ours`` on float32 copies of ``inputs`` gives the second derivatives (:func:`penalty_grads`) of
+    ``theirs`` (torch's formula) on float64 copies."""
+    import torch
+
+    got = penalty_grads(ours, [t.detach().clone().requires_grad_() for t in inputs])
+    want = penalty_grads(theirs, [t.detach().double().requires_grad_() for t in inputs])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+
+
+def assert_compiled_matches_eager(fn, inputs) -> None:
+    """``torch.compile(fn, fullgraph=True)`` (aot_eager) gives eager's scalar and the gradients of
+    every input that requires grad (None inputs are passed as they are)."""
+    import torch
+
+    leaves = [t for t in inputs if t is not None and t.requires_grad]
+    torch._dynamo.reset()
+    eager = fn(*inputs)
+    grads = torch.autograd.grad(eager, leaves)
+    got = torch.compile(fn, fullgraph=True, backend="aot_eager")(*inputs)
+    torch.testing.assert_close(got, eager)
+    torch.testing.assert_close(torch.autograd.grad(got, leaves), grads)
+
+
 # float32 parameters: tilegrad and torch sum in other orders (measured: loss 1e-7, gradients 6e-7 of
 # the tensor's largest value); bfloat16: the roundings listed in
 # test_hf_causal_lm_bfloat16_training_follows_torch (measured: loss 1.1e-5, gradients 1.1e-2, i.e.

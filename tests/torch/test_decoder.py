@@ -12,7 +12,8 @@ import tilegrad  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _rope  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER  # noqa: E402
-from reference.torch_compare import penalty_grads  # noqa: E402
+from reference.torch_compare import (assert_compiled_matches_eager, assert_gradients_do_not_depend_on_threads,  # noqa: E402
+                                     assert_second_derivatives_match, saved_bytes, saved_tensors)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size")
   # tests/torch/conftest.py
@@ -88,32 +89,14 @@ def test_rms_norm_default_eps_is_torchs():
 def test_rms_norm_saves_only_input_and_row_rstd():
     x = torch.randn(64, 256, requires_grad=True)
     w = torch.ones(256, requires_grad=True)
-    saved = []
-
-    def pack(t):
-        saved.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        tgt.rms_norm(x, (256,), w)
-    nbytes = sum(t.numel() * t.element_size() for t in saved)
-    assert nbytes == x.numel() * 4 + 64 * 4 + w.numel() * 4  # input, fp32 rstd per row, weight (a Parameter)
+    assert saved_bytes(lambda: tgt.rms_norm(x, (256,), w)) == x.numel() * 4 + 64 * 4 + w.numel() * 4  # input, fp32 rstd per row, weight (a Parameter)
 
 
 def test_rms_norm_weight_gradient_is_the_same_for_any_thread_count():
     g = torch.Generator().manual_seed(3)
     x = torch.randn(1000, 96, generator=g)
     dy = torch.randn(1000, 96, generator=g)
-    results = []
-    for threads in (1, 2, 3):
-        torch.set_num_threads(threads)
-        w = torch.ones(96, requires_grad=True)
-        xi = x.clone().requires_grad_(True)
-        tgt.rms_norm(xi, (96,), w).backward(dy)
-        results.append((xi.grad, w.grad))
-    torch.set_num_threads(1)
-    for dx, dw in results[1:]:
-        assert torch.equal(dx, results[0][0]) and torch.equal(dw, results[0][1])
+    assert_gradients_do_not_depend_on_threads(lambda a, w: tgt.rms_norm(a, (96,), w), [x, torch.ones(96)], dy)
 
 
 def test_rms_norm_falls_back_for_float64_and_mismatched_shapes():
@@ -162,10 +145,7 @@ def test_silu_mul_on_strided_views_and_saved_bytes():
     gate, up = base[:, :48].requires_grad_(False), base[:, 48:]
     torch.testing.assert_close(tgt.silu_mul(gate, up), silu_mul_reference(gate, up), rtol=1e-6, atol=1e-6)
     g, u = torch.randn(64, 128, requires_grad=True), torch.randn(64, 128, requires_grad=True)
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        tgt.silu_mul(g, u)
-    assert sum(t.numel() for t in saved) == 2 * g.numel()  # gate and up, nothing more
+    assert sum(t.numel() for t in saved_tensors(lambda: tgt.silu_mul(g, u))) == 2 * g.numel()  # gate and up, nothing more
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -250,10 +230,7 @@ def test_apply_rotary_pos_emb_matches_hugging_face(dtype):
 
 def test_rope_saves_no_copy_of_the_input_when_cos_sin_need_no_grad():
     x, cos, sin, _ = rope_inputs((2, 4, 8, 16), (2, 1, 8, 16), torch.float32)
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        tgt.rotary_position_embedding(x, cos, sin)
-    assert sum(t.numel() for t in saved) == 2 * cos.numel()
+    assert sum(t.numel() for t in saved_tensors(lambda: tgt.rotary_position_embedding(x, cos, sin))) == 2 * cos.numel()
 
 
 def test_rope_bad_mode_and_fallback():
@@ -267,16 +244,8 @@ def test_rope_bad_mode_and_fallback():
 
 def test_rope_gradients_are_the_same_for_any_thread_count():
     x, cos, sin, dy = rope_inputs((3, 4, 50, 32), (1, 1, 50, 32), torch.float32, trig_grad=True)
-    results = []
-    for threads in (1, 2, 3):
-        torch.set_num_threads(threads)
-        for t in (x, cos, sin):
-            t.grad = None
-        tgt.rotary_position_embedding(x, cos, sin, 0).backward(dy)
-        results.append([t.grad.clone() for t in (x, cos, sin)])
-    torch.set_num_threads(1)
-    for grads in results[1:]:
-        assert all(torch.equal(a, b) for a, b in zip(grads, results[0]))
+    assert_gradients_do_not_depend_on_threads(lambda a, c, s: tgt.rotary_position_embedding(a, c, s, 0), [x, cos, sin],
+                                              dy)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -314,7 +283,6 @@ def test_opcheck(index):
 
 
 def test_compile_fullgraph_gives_eager_results():
-    torch._dynamo.reset()
     g = torch.Generator().manual_seed(8)
     x = torch.randn(2, 6, 32, generator=g, requires_grad=True)
     w = torch.rand(32, generator=g, requires_grad=True)
@@ -326,14 +294,7 @@ def test_compile_fullgraph_gives_eager_results():
         q, k = tgt.apply_rotary_pos_emb(q, q, angle.cos(), angle.sin())
         return tgt.silu_mul(q, k).sum()
 
-    eager = block(x, w)
-    eager.backward()
-    grads = (x.grad.clone(), w.grad.clone())
-    x.grad = w.grad = None
-    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")(x, w)
-    compiled.backward()
-    torch.testing.assert_close(compiled, eager)
-    torch.testing.assert_close((x.grad, w.grad), grads)
+    assert_compiled_matches_eager(block, [x, w])
 
 
 def test_numpy_entries_exist():
@@ -365,11 +326,7 @@ def _double_backward_cases():
 
 @pytest.mark.parametrize("name", sorted(_double_backward_cases()))
 def test_second_derivatives_are_torchs(name):
-    ours, theirs, inputs = _double_backward_cases()[name]
-    got = penalty_grads(ours, [t.clone().requires_grad_() for t in inputs])
-    want = penalty_grads(theirs, [t.double().requires_grad_() for t in inputs])
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+    assert_second_derivatives_match(*_double_backward_cases()[name])
 
 
 def test_torch_func_grad_and_vmap():

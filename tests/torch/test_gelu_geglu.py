@@ -12,7 +12,8 @@ import torch.nn.functional as F  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _gelu, _rms_norm  # noqa: E402
 from tilegrad.torch._eager import Path  # noqa: E402
-from reference.torch_compare import penalty_grads  # noqa: E402
+from reference.torch_compare import (assert_compiled_matches_eager, assert_second_derivatives_match,  # noqa: E402
+                                     saved_tensors)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -120,9 +121,7 @@ def test_kernel_route_uses_tilegrads_nodes_and_saves_only_the_inputs(monkeypatch
     gate, up = _leaves(torch.float32, (4, 16), (4, 16))
     assert _node_names(tgt.gelu_mul(gate, up)) == "TilegradGeluMulBackward"
     assert _node_names(tgt.gelu(gate)) == "TilegradGeluBackward"
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        tgt.gelu_mul(gate, up)
+    saved = saved_tensors(lambda: tgt.gelu_mul(gate, up))
     assert len(saved) == 2 and saved[0] is gate and saved[1] is up
 
 
@@ -260,7 +259,6 @@ def test_opcheck(index):
 
 
 def test_compile_fullgraph_gives_eager_results():
-    torch._dynamo.reset()
     g = torch.Generator().manual_seed(9)
     x = torch.randn(2, 6, 32, generator=g, requires_grad=True)
     w = (torch.randn(32, generator=g) * 0.1).requires_grad_()
@@ -269,25 +267,16 @@ def test_compile_fullgraph_gives_eager_results():
         h = tgt.rms_norm(x, (32,), w, 1e-6, weight_offset=1.0)
         return (tgt.gelu_mul(h, x) + tgt.gelu(h) + tgt.geglu(h, -1, "none").repeat(1, 1, 2)).sum()
 
-    eager = block(x, w)
-    grads = torch.autograd.grad(eager, (x, w))
-    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
-    got = compiled(x, w)
-    torch.testing.assert_close(got, eager)
-    torch.testing.assert_close(torch.autograd.grad(got, (x, w)), grads)
+    assert_compiled_matches_eager(block, [x, w])
 
 
 @pytest.mark.parametrize("form", FORMS)
 def test_second_derivatives_are_torchs(form, monkeypatch):
     monkeypatch.setattr(_gelu, "route", lambda *a, **k: Path.KERNEL)
     gate, up = _leaves(torch.float32, (4, 12), (4, 12), seed=10, scale=1.0)
-    got = penalty_grads(lambda a, b: tgt.gelu_mul(a, b, form), [gate, up])
-    want = penalty_grads(lambda a, b: F.gelu(a, approximate=form) * b, _float64_twin([gate, up]))
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
-    got = penalty_grads(lambda a: tgt.gelu(a, form), [gate])
-    want = penalty_grads(lambda a: F.gelu(a, approximate=form), _float64_twin([gate]))
-    torch.testing.assert_close(got[0].double(), want[0], rtol=1e-4, atol=1e-5)
+    assert_second_derivatives_match(lambda a, b: tgt.gelu_mul(a, b, form),
+                                    lambda a, b: F.gelu(a, approximate=form) * b, [gate, up])
+    assert_second_derivatives_match(lambda a: tgt.gelu(a, form), lambda a: F.gelu(a, approximate=form), [gate])
 
 
 def test_torch_func_grad_and_vmap():

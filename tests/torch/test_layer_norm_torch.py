@@ -10,6 +10,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER  # noqa: E402
+from reference.torch_compare import (assert_compiled_matches_eager, assert_gradients_do_not_depend_on_threads,  # noqa: E402
+                                     assert_second_derivatives_match, saved_bytes)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "kernels_at_every_size")  # tests/torch/conftest.py
 
@@ -95,32 +97,15 @@ def test_matches_torch_at_its_own_precision(route):
 def test_saves_only_input_stats_and_parameters():
     x = torch.randn(64, 256, requires_grad=True)
     w, b = torch.ones(256, requires_grad=True), torch.zeros(256, requires_grad=True)
-    saved = []
-
-    def pack(t):
-        saved.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        tgt.layer_norm(x, (256,), w, b)
-    nbytes = sum(t.numel() * t.element_size() for t in saved)
-    assert nbytes == x.numel() * 4 + 2 * 64 * 4 + 2 * 256 * 4  # input, fp32 mean and rstd per row, w, b
+    assert saved_bytes(lambda: tgt.layer_norm(x, (256,), w, b)) == x.numel() * 4 + 2 * 64 * 4 + 2 * 256 * 4  # input, fp32 mean and rstd per row, w, b
 
 
 def test_parameter_gradients_are_the_same_for_any_thread_count():
     g = torch.Generator().manual_seed(3)
     x = torch.randn(1000, 96, generator=g)
     dy = torch.randn(1000, 96, generator=g)
-    results = []
-    for threads in (1, 2, 3):
-        torch.set_num_threads(threads)
-        w, b = torch.ones(96, requires_grad=True), torch.zeros(96, requires_grad=True)
-        xi = x.clone().requires_grad_(True)
-        tgt.layer_norm(xi, (96,), w, b).backward(dy)
-        results.append((xi.grad, w.grad, b.grad))
-    torch.set_num_threads(1)
-    for got in results[1:]:
-        assert all(torch.equal(a, e) for a, e in zip(got, results[0]))
+    assert_gradients_do_not_depend_on_threads(lambda a, w, b: tgt.layer_norm(a, (96,), w, b),
+                                              [x, torch.ones(96), torch.zeros(96)], dy)
 
 
 def test_falls_back_to_torch():
@@ -188,39 +173,18 @@ def test_opcheck(index):
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_compile_fullgraph_gives_eager_results(bias):
-    torch._dynamo.reset()
     g = torch.Generator().manual_seed(8)
     x = torch.randn(2, 6, 32, generator=g, requires_grad=True)
     w = torch.rand(32, generator=g, requires_grad=True)
     b = torch.randn(32, generator=g, requires_grad=True) if bias else None
-
-    def block(x, w, b):
-        return (tgt.layer_norm(x, (32,), w, b, 1e-5) ** 2).sum()
-
-    eager = block(x, w, b)
-    eager.backward()
-    params = [t for t in (x, w, b) if t is not None]
-    grads = [t.grad.clone() for t in params]
-    for t in params:
-        t.grad = None
-    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")(x, w, b)
-    compiled.backward()
-    torch.testing.assert_close(compiled, eager)
-    torch.testing.assert_close([t.grad for t in params], grads)
+    assert_compiled_matches_eager(lambda x, w, b: (tgt.layer_norm(x, (32,), w, b, 1e-5) ** 2).sum(), [x, w, b])
 
 
 def test_second_derivatives_are_torchs():
     g = torch.Generator().manual_seed(9)
     x, w, b = torch.randn(5, 16, generator=g), torch.rand(16, generator=g) + 0.5, torch.randn(16, generator=g)
-
-    def penalty_grads(fn, inputs):
-        (gx,) = torch.autograd.grad(fn(*inputs).pow(2).sum(), inputs[0], create_graph=True)
-        return torch.autograd.grad(gx.pow(2).sum(), inputs)
-
-    got = penalty_grads(lambda a, c, d: tgt.layer_norm(a, (16,), c, d), [t.clone().requires_grad_() for t in (x, w, b)])
-    want = penalty_grads(lambda a, c, d: F.layer_norm(a, (16,), c, d), [t.double().requires_grad_() for t in (x, w, b)])
-    for a, e in zip(got, want):
-        torch.testing.assert_close(a.double(), e, rtol=1e-4, atol=1e-5)
+    assert_second_derivatives_match(lambda a, c, d: tgt.layer_norm(a, (16,), c, d),
+                                    lambda a, c, d: F.layer_norm(a, (16,), c, d), [x, w, b])
 
 
 def test_torch_func_grad():

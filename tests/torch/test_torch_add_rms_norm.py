@@ -13,7 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _add_rms_norm  # noqa: E402
 from tilegrad.torch._eager import CROSSOVER, Path  # noqa: E402
-from reference.torch_compare import assert_matches, autograd_node_names  # noqa: E402  (conftest.py)
+from reference.torch_compare import assert_matches, autograd_node_names, saved_bytes  # noqa: E402  (conftest.py)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -148,15 +148,7 @@ def test_eager_call_takes_tilegrads_node_and_composite_below_the_crossover(monke
 def test_saves_only_the_sum_row_rstd_and_weight(monkeypatch):
     monkeypatch.setitem(CROSSOVER, "add_rms_norm", {})
     x1, x2, w = _leaves(*_inputs((64, 256), 1, F32, seed=6)[:3])
-    saved = []
-
-    def pack(t):
-        saved.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        tgt.add_rms_norm(x1, x2, w)
-    assert sum(t.numel() * t.element_size() for t in saved) == x1.numel() * 4 + 64 * 4 + w.numel() * 4
+    assert saved_bytes(lambda: tgt.add_rms_norm(x1, x2, w)) == x1.numel() * 4 + 64 * 4 + w.numel() * 4
 
 
 def test_results_are_the_same_for_any_thread_count(torch_threads, monkeypatch):

@@ -19,14 +19,14 @@ from torch import Tensor
 
 from .. import _core
 from ._eager import TORCH_FUNCTIONS, Path, on_kernel_path, recompute_grads, rounded_once, route
-from ._library import define
+from ._library import KernelFunction, OpKernel
 from ._tensor import as_numpy, new_output, optional_numpy, sync_threads
 
 _NAME = "tilegrad.torch.add_rms_norm"
 _MAX_RANK = 8  # the vendor's rank limit of x1; higher ranks take torch's ops
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The kernels, the composite, the ops and the eager node
 
 
 def _rstd_shape(x1: Tensor, gamma: Tensor) -> List[int]:
@@ -88,14 +88,6 @@ def _add_rms_norm_backward(ctx, grad_y: Optional[Tensor], grad_x_out: Optional[T
     return _input_grads(ctx, dx, dgamma.to(gamma.dtype))
 
 
-def _add_rms_norm_grad_formula(ctx, grad_y: Tensor, unused_grad_rstd: Tensor, grad_x_out: Tensor):
-    return _add_rms_norm_backward(ctx, grad_y, grad_x_out, torch.ops.tilegrad.add_rms_norm_backward)
-
-
-define("add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float eps) -> (Tensor, Tensor, Tensor)",
-       _add_rms_norm_impl, _add_rms_norm_fake, (_add_rms_norm_grad_formula, _add_rms_norm_setup))
-
-
 def _add_rms_norm_backward_impl(grad_y: Tensor, x_out: Tensor, rstd: Tensor, gamma: Tensor,
                                 dresidual: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     sync_threads()
@@ -110,27 +102,19 @@ def _add_rms_norm_backward_fake(grad_y, x_out, rstd, gamma, dresidual):
     return x_out.new_empty(x_out.shape), gamma.new_empty(gamma.shape, dtype=torch.float32)
 
 
-define("add_rms_norm_backward(Tensor grad_y, Tensor x_out, Tensor rstd, Tensor gamma, Tensor? dresidual) "
-       "-> (Tensor, Tensor)", _add_rms_norm_backward_impl, _add_rms_norm_backward_fake)
+_ADD_RMS_NORM = KernelFunction(
+    OpKernel("add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float eps) -> (Tensor, Tensor, Tensor)",
+             _add_rms_norm_impl, _add_rms_norm_fake),
+    OpKernel("add_rms_norm_backward(Tensor grad_y, Tensor x_out, Tensor rstd, Tensor gamma, Tensor? dresidual) "
+             "-> (Tensor, Tensor)", _add_rms_norm_backward_impl, _add_rms_norm_backward_fake),
+    node_name="TilegradAddRmsNorm", node_doc="The eager path: the kernels through ``tilegrad._core``, no op dispatch.",
+    composite=_add_rms_norm_composite, setup=_add_rms_norm_setup, backward=_add_rms_norm_backward,
+    returns=(0, 2), materialize_grads=False)  # an unused output's gradient stays None, not a tensor of zeros
+TilegradAddRmsNorm = _ADD_RMS_NORM.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradAddRmsNorm(torch.autograd.Function):
-    """The eager path: the kernels through ``tilegrad._core``, no op dispatch."""
-
-    @staticmethod
-    def forward(ctx, x1: Tensor, x2: Tensor, gamma: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
-        y, rstd, x_out = _add_rms_norm_impl(x1, x2, gamma, eps)
-        _add_rms_norm_setup(ctx, (x1, x2, gamma, eps), (y, rstd, x_out))
-        ctx.set_materialize_grads(False)  # an unused output's gradient stays None, not a tensor of zeros
-        return y, x_out
-
-    @staticmethod
-    def backward(ctx, grad_y: Optional[Tensor], grad_x_out: Optional[Tensor]):
-        return _add_rms_norm_backward(ctx, grad_y, grad_x_out, _add_rms_norm_backward_impl)
+# Public function
 
 
 def add_rms_norm(x1: Tensor, x2: Tensor, weight: Tensor, eps: float = 1e-6) -> Tuple[Tensor, Tensor]:
@@ -176,12 +160,7 @@ def add_rms_norm(x1: Tensor, x2: Tensor, weight: Tensor, eps: float = 1e-6) -> T
     if path is Path.TORCH:
         x_out = x1 + x2
         return TORCH_FUNCTIONS["rms_norm"](x_out, weight.shape, weight, eps), x_out
-    if path is Path.COMPILE:
-        y, _, x_out = torch.ops.tilegrad.add_rms_norm(x1, x2, weight, eps)
-        return y, x_out
-    if path is Path.COMPOSITE:
-        return _add_rms_norm_composite(x1, x2, weight, eps)
-    return TilegradAddRmsNorm.apply(x1, x2, weight, eps)
+    return _ADD_RMS_NORM.run(path, x1, x2, weight, eps)
 
 
 def _check_arguments(x1, x2, weight, eps) -> None:

@@ -20,11 +20,11 @@ from torch import Tensor
 from .. import _core
 from ._eager import (TORCH_FUNCTIONS, Path, check_reduction, legacy_reduction, on_kernel_path, recompute_grads,
                      reduced, requires_grad, route, widened)
-from ._library import REDUCTION_CODES, define
+from ._library import REDUCTION_CODES, REDUCTION_NAMES, KernelFunction, OpKernel, define
 from ._tensor import as_numpy, new_output, optional_numpy, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The backward kernel, the forward with torch's loss
 
 
 def _bce_backward_impl(grad_output: Tensor, input: Tensor, target: Tensor, weight: Optional[Tensor],
@@ -39,11 +39,6 @@ def _bce_backward_impl(grad_output: Tensor, input: Tensor, target: Tensor, weigh
 
 def _bce_backward_fake(grad_output, input, target, weight, pos_weight, reduction):
     return input.new_empty(input.shape, dtype=target.dtype)
-
-
-define("binary_cross_entropy_with_logits_backward(Tensor grad_output, Tensor input, Tensor target, "
-       "Tensor? weight, Tensor? pos_weight, int reduction) -> Tensor",
-       _bce_backward_impl, _bce_backward_fake)
 
 
 def _bce_impl(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
@@ -100,19 +95,14 @@ def _grad_formula(ctx, grad: Tensor, kernel) -> Tuple[Optional[Tensor], Optional
     return grad_input, grad_target
 
 
-def _bce_grad(ctx, grad: Tensor):
-    grads = _grad_formula(ctx, grad, torch.ops.tilegrad.binary_cross_entropy_with_logits_backward)
-    return (*grads, None, None, None)
-
-
-define("binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? weight, Tensor? pos_weight, "
-       "int reduction) -> Tensor", _bce_impl, _bce_fake, (_bce_grad, _bce_setup))
+def _bce_backward(ctx, grad: Tensor, kernel):
+    return (*_grad_formula(ctx, grad, kernel), None, None, None)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Binary cross entropy with logits, fused forward (aclnnBinaryCrossEntropyWithLogits): the loss in one
-# pass over the inputs (mean / sum reduced in a fixed order, no per-element temporaries); autograd as
-# binary_cross_entropy_with_logits above (tilegrad's backward). The result is target's dtype, as
+# pass over the inputs (mean / sum reduced in a fixed order, no per-element temporaries); autograd on
+# tilegrad's backward, shared with binary_cross_entropy_with_logits. The result is target's dtype, as
 # torch's; for "none" contiguous whatever the inputs' strides, in the real and the fake kernel alike.
 
 
@@ -133,27 +123,33 @@ def _bce_fused_fake(input, target, weight, pos_weight, reduction):
     return input.new_empty(_bce_fused_shape(input, reduction), dtype=target.dtype)
 
 
-define("binary_cross_entropy_with_logits_fused(Tensor input, Tensor target, Tensor? weight, Tensor? pos_weight, "
-       "int reduction) -> Tensor", _bce_fused_impl, _bce_fused_fake, (_bce_grad, _bce_setup))
+def _bce_composite(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
+                   reduction: int) -> Tensor:
+    """The kernels' numerics in torch ops: torch's function per element on float32 tensors, reduced in
+    a fixed order, the loss rounded once to the target's dtype (the kernel's result dtype);
+    differentiable, gradients rounded once. ``reduction``: the ops' code."""
+    x, y, w, pw = widened(input, target, weight, pos_weight)
+    elements = TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](x, y, w, reduction="none", pos_weight=pw)
+    return reduced(elements, REDUCTION_NAMES[reduction], elements.numel()).to(target.dtype)
+
+
+_BCE = KernelFunction(
+    OpKernel("binary_cross_entropy_with_logits_fused(Tensor input, Tensor target, Tensor? weight, Tensor? pos_weight, "
+             "int reduction) -> Tensor", _bce_fused_impl, _bce_fused_fake),
+    OpKernel("binary_cross_entropy_with_logits_backward(Tensor grad_output, Tensor input, Tensor target, "
+             "Tensor? weight, Tensor? pos_weight, int reduction) -> Tensor", _bce_backward_impl, _bce_backward_fake),
+    node_name="TilegradBceWithLogits",
+    node_doc="``aclnnBinaryCrossEntropyWithLogits`` forward, ``aclnnBinaryCrossEntropyWithLogitsBackward`` for the "
+             "input gradient (the target's, when it needs one, from torch's formula).",
+    composite=_bce_composite, setup=_bce_setup, backward=_bce_backward)
+TilegradBceWithLogits = _BCE.node
+# The same op with torch's forward, and the fused op's autograd.
+define("binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? weight, Tensor? pos_weight, "
+       "int reduction) -> Tensor", _bce_impl, _bce_fake, _BCE.autograd)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradBceWithLogits(torch.autograd.Function):
-    """``aclnnBinaryCrossEntropyWithLogits`` forward, ``aclnnBinaryCrossEntropyWithLogitsBackward`` for the
-    input gradient (the target's, when it needs one, from torch's formula)."""
-
-    @staticmethod
-    def forward(ctx, input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
-                reduction: int) -> Tensor:
-        _bce_setup(ctx, (input, target, weight, pos_weight, reduction), None)
-        return _bce_fused_impl(input, target, weight, pos_weight, reduction)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return (*_grad_formula(ctx, grad, _bce_backward_impl), None, None, None)
+# Public function
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
@@ -171,19 +167,4 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
     if path is Path.TORCH:
         return TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](input, target, weight, reduction=reduction,
                                                                    pos_weight=pos_weight)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.binary_cross_entropy_with_logits_fused(input, target, weight, pos_weight,
-                                                                         REDUCTION_CODES[reduction])
-    if path is Path.COMPOSITE:
-        return _bce_composite(input, target, weight, pos_weight, reduction)
-    return TilegradBceWithLogits.apply(input, target, weight, pos_weight, REDUCTION_CODES[reduction])
-
-
-def _bce_composite(input: Tensor, target: Tensor, weight: Optional[Tensor], pos_weight: Optional[Tensor],
-                   reduction: str) -> Tensor:
-    """The kernels' numerics in torch ops: torch's function per element on float32 tensors, reduced in
-    a fixed order, the loss rounded once to the target's dtype (the kernel's result dtype);
-    differentiable, gradients rounded once."""
-    x, y, w, pw = widened(input, target, weight, pos_weight)
-    elements = TORCH_FUNCTIONS["binary_cross_entropy_with_logits"](x, y, w, reduction="none", pos_weight=pw)
-    return reduced(elements, reduction, elements.numel()).to(target.dtype)
+    return _BCE.run(path, input, target, weight, pos_weight, REDUCTION_CODES[reduction])

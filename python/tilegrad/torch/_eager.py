@@ -49,6 +49,22 @@ def on_kernel_path(*tensors: Optional[Tensor]) -> bool:
     return all(t is None or type(t) in _PLAIN_TENSOR_TYPES for t in tensors) or torch.compiler.is_compiling()
 
 
+def elementwise_on_kernel_path(*tensors: Tensor) -> bool:
+    """Tensors of one shape and dtype, with elements, that the kernels take (an elementwise op's
+    operands: broadcasting and mixed dtypes go to torch)."""
+    first = tensors[0]
+    return (all(t.shape == first.shape and t.dtype == first.dtype for t in tensors[1:]) and on_kernel_path(*tensors)
+            and first.numel() > 0)
+
+
+def check_halves(op: str, input: Tensor, dim: int) -> None:
+    """A GLU's split of ``input`` into two halves along ``dim``: the dim exists and is even."""
+    if not -input.dim() <= dim < input.dim():
+        raise IndexError(f"tilegrad.torch.{op}: dim must be in [{-input.dim()}, {input.dim() - 1}], got {dim}")
+    if input.shape[dim] % 2:
+        raise ValueError(f"tilegrad.torch.{op}: input.shape[{dim}] must be even, got {input.shape[dim]}")
+
+
 def transform_active() -> bool:
     """A torch.func transform (grad, vmap, jacrev, ...) is running: its wrapped tensors cannot go to
     the kernels, so the composite runs."""

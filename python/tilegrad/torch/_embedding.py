@@ -16,11 +16,11 @@ from torch import Tensor
 
 from .. import _core
 from ._eager import TORCH_FUNCTIONS, Path, is_index_tensor, needs_autograd, on_kernel_path, route
-from ._library import define
+from ._library import KernelFunction, OpKernel
 from ._tensor import as_numpy, new_output, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The kernel, the ops and the eager node
 
 
 def _embedding_dense_backward_impl(grad_output: Tensor, indices: Tensor, num_weights: int, padding_idx: int,
@@ -36,13 +36,9 @@ def _embedding_dense_backward_fake(grad_output, indices, num_weights, padding_id
     return grad_output.new_empty((num_weights, grad_output.shape[-1]))
 
 
-define("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, int padding_idx, "
-       "bool scale_grad_by_freq) -> Tensor",
-       _embedding_dense_backward_impl, _embedding_dense_backward_fake)
-
-
 def _embedding_impl(weight: Tensor, indices: Tensor, padding_idx: int, scale_grad_by_freq: bool) -> Tensor:
-    return torch.ops.aten.embedding.default(weight, indices, padding_idx, scale_grad_by_freq, False)
+    """torch's embedding, the forward of every path (float32 weights: float32 row sums)."""
+    return torch.embedding(weight, indices, padding_idx, scale_grad_by_freq, False)
 
 
 def _embedding_fake(weight, indices, padding_idx, scale_grad_by_freq):
@@ -55,7 +51,7 @@ def _embedding_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(indices)
 
 
-def _grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
+def _embedding_backward(ctx, grad: Tensor, kernel):
     """The weight gradient on both paths (``kernel``). With grad mode on (``create_graph=True``) it
     refuses: torch's differentiable formula did not match torch's own second derivative in the tests."""
     if torch.is_grad_enabled():
@@ -63,32 +59,22 @@ def _grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
                            "not supported; use torch.nn.functional.embedding for this layer")
     (indices,) = ctx.saved_tensors
     num_weights, padding_idx, scale_grad_by_freq = ctx.options
-    return kernel(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
+    return kernel(grad, indices, num_weights, padding_idx, scale_grad_by_freq), None, None, None
 
 
-def _embedding_grad(ctx, grad: Tensor):
-    return _grad_formula(ctx, grad, torch.ops.tilegrad.embedding_dense_backward), None, None, None
-
-
-define("embedding(Tensor weight, Tensor indices, int padding_idx, bool scale_grad_by_freq) -> Tensor",
-       _embedding_impl, _embedding_fake, (_embedding_grad, _embedding_setup))
+_EMBEDDING = KernelFunction(
+    OpKernel("embedding(Tensor weight, Tensor indices, int padding_idx, bool scale_grad_by_freq) -> Tensor",
+             _embedding_impl, _embedding_fake),
+    OpKernel("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, int padding_idx, "
+             "bool scale_grad_by_freq) -> Tensor", _embedding_dense_backward_impl, _embedding_dense_backward_fake),
+    node_name="TilegradEmbedding",
+    node_doc="Forward: torch's ``embedding``; weight gradient: ``aclnnEmbeddingDenseBackward``.",
+    composite=_embedding_impl, setup=_embedding_setup, backward=_embedding_backward)
+TilegradEmbedding = _EMBEDDING.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradEmbedding(torch.autograd.Function):
-    """Forward: torch's ``embedding``; weight gradient: ``aclnnEmbeddingDenseBackward``."""
-
-    @staticmethod
-    def forward(ctx, weight: Tensor, indices: Tensor, padding_idx: int, scale_grad_by_freq: bool) -> Tensor:
-        _embedding_setup(ctx, (weight, indices, padding_idx, scale_grad_by_freq), None)
-        return torch.embedding(weight, indices, padding_idx, scale_grad_by_freq, False)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return _grad_formula(ctx, grad, _embedding_dense_backward_impl), None, None, None
+# Public function
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, max_norm: Optional[float] = None,
@@ -106,12 +92,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
     if path is Path.TORCH:
         return TORCH_FUNCTIONS["embedding"](input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
                                             sparse)
-    padding_idx = _kernel_padding_idx(padding_idx, weight.shape[0])
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.embedding(weight, input, padding_idx, scale_grad_by_freq)
-    if path is Path.COMPOSITE:  # the forward is torch's on every path; float32 weights: float32 row sums
-        return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, False)
-    return TilegradEmbedding.apply(weight, input, padding_idx, scale_grad_by_freq)
+    return _EMBEDDING.run(path, weight, input, _kernel_padding_idx(padding_idx, weight.shape[0]), scale_grad_by_freq)
 
 
 def _kernel_padding_idx(padding_idx: Optional[int], num_weights: int) -> int:

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from .. import _core
-from ._eager import Path, on_kernel_path, recompute_grads, rounded_once, route
-from ._library import define
+from ._eager import check_halves, elementwise_on_kernel_path, rounded_once, route
+from ._library import KernelFunction, OpKernel, like_first_argument
 from ._tensor import as_numpy, new_output, sync_threads
 
 _APPROXIMATIONS = ("none", "tanh")
@@ -34,7 +34,7 @@ def _check_approximate(op: str, approximate: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops: gelu
+# gelu: the kernels, the composite, the ops and the eager node
 
 
 def _gelu_impl(input: Tensor, approximate: str) -> Tensor:
@@ -42,34 +42,6 @@ def _gelu_impl(input: Tensor, approximate: str) -> Tensor:
     out = new_output(input.shape, input.dtype)
     _core.gelu(as_numpy(input), approximate, as_numpy(out))
     return out
-
-
-def _gelu_fake(input, approximate):
-    return input.new_empty(input.shape)
-
-
-def _gelu_setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(inputs[0])
-    ctx.approximate = inputs[1]
-
-
-def _gelu_composite(input: Tensor, approximate: str) -> Tensor:
-    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
-    return rounded_once(lambda x: _torch_gelu(x, approximate), input.dtype, input)
-
-
-def _gelu_backward(ctx, grad: Tensor, grad_kernel):
-    (input,) = ctx.saved_tensors
-    if torch.is_grad_enabled():
-        return recompute_grads(lambda x: _gelu_composite(x, ctx.approximate), (input,), (grad,))[0], None
-    return grad_kernel(grad, input, ctx.approximate), None
-
-
-def _gelu_grad_formula(ctx, grad: Tensor):
-    return _gelu_backward(ctx, grad, torch.ops.tilegrad.gelu_backward)
-
-
-define("gelu(Tensor input, str approximate) -> Tensor", _gelu_impl, _gelu_fake, (_gelu_grad_formula, _gelu_setup))
 
 
 def _gelu_backward_impl(grad: Tensor, input: Tensor, approximate: str) -> Tensor:
@@ -83,12 +55,22 @@ def _gelu_backward_fake(grad, input, approximate):
     return input.new_empty(input.shape)
 
 
-define("gelu_backward(Tensor grad, Tensor input, str approximate) -> Tensor", _gelu_backward_impl,
-       _gelu_backward_fake)
+def _gelu_composite(input: Tensor, approximate: str) -> Tensor:
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(lambda x: _torch_gelu(x, approximate), input.dtype, input)
+
+
+_GELU = KernelFunction(
+    OpKernel("gelu(Tensor input, str approximate) -> Tensor", _gelu_impl, like_first_argument),
+    OpKernel("gelu_backward(Tensor grad, Tensor input, str approximate) -> Tensor", _gelu_backward_impl,
+             _gelu_backward_fake),
+    node_name="TilegradGelu", node_doc="The eager path of gelu: ``aclnnGeluV2`` / ``aclnnGeluBackwardV2``.",
+    composite=_gelu_composite, torch_function=_torch_gelu)
+TilegradGelu = _GELU.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops: gelu_mul
+# gelu_mul: the kernels, the composite, the ops and the eager node
 
 
 def _gelu_mul_impl(gate: Tensor, up: Tensor, approximate: str) -> Tensor:
@@ -96,42 +78,6 @@ def _gelu_mul_impl(gate: Tensor, up: Tensor, approximate: str) -> Tensor:
     out = new_output(gate.shape, gate.dtype)
     _core.gelu_mul(as_numpy(gate), as_numpy(up), approximate, as_numpy(out))
     return out
-
-
-def _gelu_mul_fake(gate, up, approximate):
-    return gate.new_empty(gate.shape)
-
-
-def _gelu_mul_setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(inputs[0], inputs[1])
-    ctx.approximate = inputs[2]
-
-
-def _gelu_mul_torch(gate: Tensor, up: Tensor, approximate: str) -> Tensor:
-    """The formula in torch ops, with torch's dtype promotion."""
-    return _torch_gelu(gate, approximate) * up
-
-
-def _gelu_mul_composite(gate: Tensor, up: Tensor, approximate: str) -> Tensor:
-    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
-    return rounded_once(lambda g, u: _gelu_mul_torch(g, u, approximate), gate.dtype, gate, up)
-
-
-def _gelu_mul_backward(ctx, grad: Tensor, grad_kernel):
-    gate, up = ctx.saved_tensors
-    if torch.is_grad_enabled():
-        grads = recompute_grads(lambda g, u: _gelu_mul_composite(g, u, ctx.approximate), (gate, up), (grad,))
-        return grads[0], grads[1], None
-    d_gate, d_up = grad_kernel(grad, gate, up, ctx.approximate)
-    return d_gate, d_up, None
-
-
-def _gelu_mul_grad_formula(ctx, grad: Tensor):
-    return _gelu_mul_backward(ctx, grad, torch.ops.tilegrad.gelu_mul_backward)
-
-
-define("gelu_mul(Tensor gate, Tensor up, str approximate) -> Tensor", _gelu_mul_impl, _gelu_mul_fake,
-       (_gelu_mul_grad_formula, _gelu_mul_setup))
 
 
 def _gelu_mul_backward_impl(grad: Tensor, gate: Tensor, up: Tensor, approximate: str) -> Tuple[Tensor, Tensor]:
@@ -146,38 +92,27 @@ def _gelu_mul_backward_fake(grad, gate, up, approximate):
     return gate.new_empty(gate.shape), up.new_empty(up.shape)
 
 
-define("gelu_mul_backward(Tensor grad, Tensor gate, Tensor up, str approximate) -> (Tensor, Tensor)",
-       _gelu_mul_backward_impl, _gelu_mul_backward_fake)
+def _gelu_mul_torch(gate: Tensor, up: Tensor, approximate: str) -> Tensor:
+    """The formula in torch ops, with torch's dtype promotion."""
+    return _torch_gelu(gate, approximate) * up
+
+
+def _gelu_mul_composite(gate: Tensor, up: Tensor, approximate: str) -> Tensor:
+    """The kernels' numerics in torch ops (float32, output rounded once), differentiable."""
+    return rounded_once(lambda g, u: _gelu_mul_torch(g, u, approximate), gate.dtype, gate, up)
+
+
+_GELU_MUL = KernelFunction(
+    OpKernel("gelu_mul(Tensor gate, Tensor up, str approximate) -> Tensor", _gelu_mul_impl, like_first_argument),
+    OpKernel("gelu_mul_backward(Tensor grad, Tensor gate, Tensor up, str approximate) -> (Tensor, Tensor)",
+             _gelu_mul_backward_impl, _gelu_mul_backward_fake),
+    node_name="TilegradGeluMul", node_doc="The eager path of gelu_mul: tilegrad's two-tensor GeGLU kernels.",
+    composite=_gelu_mul_composite, torch_function=_gelu_mul_torch)
+TilegradGeluMul = _GELU_MUL.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager nodes and public functions
-
-
-class TilegradGelu(torch.autograd.Function):
-    """The eager path of gelu: ``aclnnGeluV2`` / ``aclnnGeluBackwardV2`` through ``tilegrad._core``."""
-
-    @staticmethod
-    def forward(ctx, input: Tensor, approximate: str) -> Tensor:
-        _gelu_setup(ctx, (input, approximate), None)
-        return _gelu_impl(input, approximate)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return _gelu_backward(ctx, grad, _gelu_backward_impl)
-
-
-class TilegradGeluMul(torch.autograd.Function):
-    """The eager path of gelu_mul: tilegrad's two-tensor GeGLU kernels through ``tilegrad._core``."""
-
-    @staticmethod
-    def forward(ctx, gate: Tensor, up: Tensor, approximate: str) -> Tensor:
-        _gelu_mul_setup(ctx, (gate, up, approximate), None)
-        return _gelu_mul_impl(gate, up, approximate)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return _gelu_mul_backward(ctx, grad, _gelu_mul_backward_impl)
+# Public functions
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -189,14 +124,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     torch's ``F.gelu``.
     """
     _check_approximate("gelu", approximate)
-    path = route(on_kernel_path(input) and input.numel() > 0, input.dtype, gelu=input.numel())
-    if path is Path.TORCH:
-        return _torch_gelu(input, approximate)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.gelu(input, approximate)
-    if path is Path.COMPOSITE:
-        return _gelu_composite(input, approximate)
-    return TilegradGelu.apply(input, approximate)
+    path = route(elementwise_on_kernel_path(input), input.dtype, gelu=input.numel())
+    return _GELU.run(path, input, approximate)
 
 
 def gelu_mul(gate: Tensor, up: Tensor, approximate: str = "tanh") -> Tensor:
@@ -208,15 +137,8 @@ def gelu_mul(gate: Tensor, up: Tensor, approximate: str = "tanh") -> Tensor:
     arithmetic, each output rounded once. Shapes and dtypes must match, else torch's composite runs.
     """
     _check_approximate("gelu_mul", approximate)
-    supported = gate.shape == up.shape and gate.dtype == up.dtype and on_kernel_path(gate, up) and gate.numel() > 0
-    path = route(supported, gate.dtype, gelu_mul=gate.numel())
-    if path is Path.TORCH:
-        return _gelu_mul_torch(gate, up, approximate)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.gelu_mul(gate, up, approximate)
-    if path is Path.COMPOSITE:
-        return _gelu_mul_composite(gate, up, approximate)
-    return TilegradGeluMul.apply(gate, up, approximate)
+    path = route(elementwise_on_kernel_path(gate, up), gate.dtype, gelu_mul=gate.numel())
+    return _GELU_MUL.run(path, gate, up, approximate)
 
 
 def geglu(input: Tensor, dim: int = -1, approximate: str = "tanh") -> Tensor:
@@ -224,9 +146,6 @@ def geglu(input: Tensor, dim: int = -1, approximate: str = "tanh") -> Tensor:
     first half activated, as :func:`tilegrad.torch.swiglu`; ``aclnnGeGluV3`` with ``activateLeft``).
     :func:`gelu_mul` on the two halves, which the kernels read in place. ``input.shape[dim]`` must be
     even."""
-    if not -input.dim() <= dim < input.dim():
-        raise IndexError(f"tilegrad.torch.geglu: dim must be in [{-input.dim()}, {input.dim() - 1}], got {dim}")
-    if input.shape[dim] % 2:
-        raise ValueError(f"tilegrad.torch.geglu: input.shape[{dim}] must be even, got {input.shape[dim]}")
+    check_halves("geglu", input, dim)
     gate, up = input.chunk(2, dim)
     return gelu_mul(gate, up, approximate)

@@ -18,11 +18,11 @@ from torch import Tensor
 
 from .. import _core
 from ._eager import TORCH_FUNCTIONS, Path, on_kernel_path, recompute_grads, rounded_once, route
-from ._library import define, placeholder
-from ._tensor import as_numpy, new_output, sync_threads
+from ._library import KernelFunction, OpKernel, placeholder
+from ._tensor import as_numpy, new_output, optional_numpy, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The kernels, the composite, the ops and the eager node
 
 
 def _stats_shape(input: Tensor, normalized_shape: Sequence[int]) -> List[int]:
@@ -31,17 +31,13 @@ def _stats_shape(input: Tensor, normalized_shape: Sequence[int]) -> List[int]:
     return list(input.shape[:lead]) + [1] * len(normalized_shape)
 
 
-def _optional(t: Optional[Tensor]):
-    return None if t is None else as_numpy(t)
-
-
 def _layer_norm_impl(input: Tensor, normalized_shape: List[int], weight: Optional[Tensor], bias: Optional[Tensor],
                      eps: float) -> Tuple[Tensor, Tensor, Tensor]:
     sync_threads()
     out = new_output(input.shape, input.dtype)
     stats = _stats_shape(input, normalized_shape)
     mean, rstd = new_output(stats, torch.float32), new_output(stats, torch.float32)
-    _core.layer_norm(as_numpy(input), list(normalized_shape), _optional(weight), _optional(bias), eps,
+    _core.layer_norm(as_numpy(input), list(normalized_shape), optional_numpy(weight), optional_numpy(bias), eps,
                      as_numpy(out), as_numpy(mean), as_numpy(rstd))
     return out, mean, rstd
 
@@ -67,34 +63,23 @@ def _layer_norm_composite(input: Tensor, normalized_shape: Sequence[int], weight
                         input, weight, bias)
 
 
-def _layer_norm_backward(ctx, grad_out: Tensor, grad_kernel, grad_index: Tuple[int, int, int]):
+def _layer_norm_backward(ctx, grad_out: Tensor, grad_kernel):
     """The gradient formula of both paths: the kernel (``grad_kernel``), or under grad mode the
-    differentiable composite. ``grad_index``: where input, weight and bias sit among the node's
-    inputs (``ctx.needs_input_grad``). Returns (d input, d weight, d bias)."""
+    differentiable composite. Returns the gradients of the op's arguments (input, normalized_shape,
+    weight, bias, eps)."""
     input, mean, rstd, weight, bias = ctx.saved_tensors
     if torch.is_grad_enabled():
         dx, dw, db = recompute_grads(
             lambda x, w, b: _layer_norm_composite(x, ctx.normalized_shape, w, b, ctx.eps), (input, weight, bias),
             (grad_out,))
-        return dx, dw, db
+        return dx, None, dw, db, None
     needs = ctx.needs_input_grad
-    mask = [needs[grad_index[0]], weight is not None and needs[grad_index[1]],
-            bias is not None and needs[grad_index[2]]]
+    mask = [needs[0], weight is not None and needs[2], bias is not None and needs[3]]
     if not any(mask):
-        return None, None, None
+        return None, None, None, None, None
     dx, dw, db = grad_kernel(grad_out, input, ctx.normalized_shape, mean, rstd, weight, mask)
-    return (dx if mask[0] else None, dw.to(weight.dtype) if mask[1] else None,
-            db.to(bias.dtype) if mask[2] else None)
-
-
-def _layer_norm_grad_formula(ctx, grad_out: Tensor, unused_grad_mean: Tensor, unused_grad_rstd: Tensor):
-    dx, dw, db = _layer_norm_backward(ctx, grad_out, torch.ops.tilegrad.layer_norm_backward, (0, 2, 3))
-    return dx, None, dw, db, None
-
-
-define("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
-       "-> (Tensor, Tensor, Tensor)", _layer_norm_impl, _layer_norm_fake,
-       (_layer_norm_grad_formula, _layer_norm_setup))
+    return (dx if mask[0] else None, None, dw.to(weight.dtype) if mask[1] else None,
+            db.to(bias.dtype) if mask[2] else None, None)
 
 
 def _layer_norm_backward_impl(grad_out: Tensor, input: Tensor, normalized_shape: List[int], mean: Tensor,
@@ -105,7 +90,7 @@ def _layer_norm_backward_impl(grad_out: Tensor, input: Tensor, normalized_shape:
     dw = new_output(normalized_shape, torch.float32) if output_mask[1] else placeholder(mean)
     db = new_output(normalized_shape, torch.float32) if output_mask[2] else placeholder(mean)
     _core.layer_norm_backward(as_numpy(grad_out), as_numpy(input), list(normalized_shape), as_numpy(mean),
-                              as_numpy(rstd), _optional(weight), None, list(output_mask),
+                              as_numpy(rstd), optional_numpy(weight), None, list(output_mask),
                               as_numpy(dx) if output_mask[0] else None, as_numpy(dw) if output_mask[1] else None,
                               as_numpy(db) if output_mask[2] else None)
     return dx, dw, db
@@ -117,29 +102,19 @@ def _layer_norm_backward_fake(grad_out, input, normalized_shape, mean, rstd, wei
             mean.new_empty(normalized_shape) if output_mask[2] else placeholder(mean))
 
 
-define("layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, "
-       "Tensor? weight, bool[] output_mask) -> (Tensor, Tensor, Tensor)",
-       _layer_norm_backward_impl, _layer_norm_backward_fake)
+_LAYER_NORM = KernelFunction(
+    OpKernel("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
+             "-> (Tensor, Tensor, Tensor)", _layer_norm_impl, _layer_norm_fake),
+    OpKernel("layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, "
+             "Tensor? weight, bool[] output_mask) -> (Tensor, Tensor, Tensor)",
+             _layer_norm_backward_impl, _layer_norm_backward_fake),
+    node_name="TilegradLayerNorm", node_doc="The eager path: the kernels through ``tilegrad._core``, no op dispatch.",
+    composite=_layer_norm_composite, setup=_layer_norm_setup, backward=_layer_norm_backward, returns=(0,))
+TilegradLayerNorm = _LAYER_NORM.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradLayerNorm(torch.autograd.Function):
-    """The eager path: the kernels through ``tilegrad._core``, no op dispatch."""
-
-    @staticmethod
-    def forward(ctx, input: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], normalized_shape: List[int],
-                eps: float) -> Tensor:
-        out, mean, rstd = _layer_norm_impl(input, normalized_shape, weight, bias, eps)
-        _layer_norm_setup(ctx, (input, normalized_shape, weight, bias, eps), (out, mean, rstd))
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        dx, dw, db = _layer_norm_backward(ctx, grad_out, _layer_norm_backward_impl, (0, 1, 2))
-        return dx, dw, db, None, None
+# Public function
 
 
 def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
@@ -162,11 +137,7 @@ def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weigh
     path = route(supported, input.dtype, layer_norm=input.numel())
     if path is Path.TORCH:
         return TORCH_FUNCTIONS["layer_norm"](input, normalized_shape, weight, bias, eps)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.layer_norm(input, list(shape), weight, bias, float(eps))[0]
-    if path is Path.COMPOSITE:
-        return _layer_norm_composite(input, shape, weight, bias, float(eps))
-    return TilegradLayerNorm.apply(input, weight, bias, list(shape), float(eps))
+    return _LAYER_NORM.run(path, input, list(shape), weight, bias, float(eps))
 
 
 def _params_ok(input: Tensor, shape: tuple, weight: Optional[Tensor], bias: Optional[Tensor]) -> bool:

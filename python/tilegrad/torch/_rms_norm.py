@@ -18,11 +18,11 @@ from torch import Tensor
 
 from .. import _core
 from ._eager import TORCH_FUNCTIONS, Path, on_kernel_path, recompute_grads, rounded_once, route
-from ._library import define
+from ._library import KernelFunction, OpKernel
 from ._tensor import as_numpy, new_output, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The kernels, the composite, the ops and the eager node
 
 
 def _rstd_shape(input: Tensor, gamma: Tensor) -> List[int]:
@@ -69,14 +69,6 @@ def _rms_norm_backward(ctx, grad_y: Tensor, grad_kernel):
     return dx, (dgamma.to(gamma.dtype) if ctx.needs_input_grad[1] else None), None, None
 
 
-def _rms_norm_grad_formula(ctx, grad_y: Tensor, unused_grad_rstd: Tensor):
-    return _rms_norm_backward(ctx, grad_y, torch.ops.tilegrad.rms_norm_grad)
-
-
-define("rms_norm(Tensor input, Tensor gamma, float eps, float weight_offset=0.0) -> (Tensor, Tensor)",
-       _rms_norm_impl, _rms_norm_fake, (_rms_norm_grad_formula, _rms_norm_setup))
-
-
 def _rms_norm_grad_impl(grad_y: Tensor, input: Tensor, rstd: Tensor, gamma: Tensor,
                         weight_offset: float = 0.0) -> Tuple[Tensor, Tensor]:
     sync_threads()
@@ -91,26 +83,18 @@ def _rms_norm_grad_fake(grad_y, input, rstd, gamma, weight_offset=0.0):
     return input.new_empty(input.shape), gamma.new_empty(gamma.shape, dtype=torch.float32)
 
 
-define("rms_norm_grad(Tensor grad_y, Tensor input, Tensor rstd, Tensor gamma, float weight_offset=0.0) "
-       "-> (Tensor, Tensor)", _rms_norm_grad_impl, _rms_norm_grad_fake)
+_RMS_NORM = KernelFunction(
+    OpKernel("rms_norm(Tensor input, Tensor gamma, float eps, float weight_offset=0.0) -> (Tensor, Tensor)",
+             _rms_norm_impl, _rms_norm_fake),
+    OpKernel("rms_norm_grad(Tensor grad_y, Tensor input, Tensor rstd, Tensor gamma, float weight_offset=0.0) "
+             "-> (Tensor, Tensor)", _rms_norm_grad_impl, _rms_norm_grad_fake),
+    node_name="TilegradRmsNorm", node_doc="The eager path: the kernels through ``tilegrad._core``, no op dispatch.",
+    composite=_rms_norm_composite, setup=_rms_norm_setup, backward=_rms_norm_backward, returns=(0,))
+TilegradRmsNorm = _RMS_NORM.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradRmsNorm(torch.autograd.Function):
-    """The eager path: the kernels through ``tilegrad._core``, no op dispatch."""
-
-    @staticmethod
-    def forward(ctx, input: Tensor, gamma: Tensor, eps: float, weight_offset: float = 0.0) -> Tensor:
-        y, rstd = _rms_norm_impl(input, gamma, eps, weight_offset)
-        _rms_norm_setup(ctx, (input, gamma, eps, weight_offset), (y, rstd))
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_y: Tensor):
-        return _rms_norm_backward(ctx, grad_y, _rms_norm_grad_impl)
+# Public function
 
 
 def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
@@ -145,11 +129,7 @@ def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight:
     if eps is None:
         eps = torch.finfo(input.dtype).eps
     gamma = weight if weight is not None else input.new_ones(shape)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.rms_norm(input, gamma, float(eps), float(weight_offset))[0]
-    if path is Path.COMPOSITE:
-        return _rms_norm_composite(input, gamma, float(eps), float(weight_offset))
-    return TilegradRmsNorm.apply(input, gamma, float(eps), float(weight_offset))
+    return _RMS_NORM.run(path, input, gamma, float(eps), float(weight_offset))
 
 
 def _offset_rms_norm_torch(input: Tensor, normalized_shape, weight: Tensor, eps: Optional[float],

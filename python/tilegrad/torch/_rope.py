@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from .. import _core
-from ._eager import Path, on_kernel_path, recompute_grads, rounded_once, route
-from ._library import define
+from ._eager import on_kernel_path, recompute_grads, rounded_once, route
+from ._library import KernelFunction, OpKernel, like_first_argument
 from ._tensor import as_numpy, new_output, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
@@ -55,9 +55,8 @@ def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tenso
     return rounded_once(lambda x, c, s: _rope_torch(x, c, s, mode), input.dtype, input, cos, sin)
 
 
-
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The kernels, the ops and the eager node
 
 
 def _rope_impl(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
@@ -65,10 +64,6 @@ def _rope_impl(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
     out = new_output(input.shape, input.dtype)
     _core.rotary_position_embedding(as_numpy(input), as_numpy(cos), as_numpy(sin), mode, as_numpy(out))
     return out
-
-
-def _rope_fake(input, cos, sin, mode):
-    return input.new_empty(input.shape)
 
 
 def _rope_setup(ctx, inputs, output) -> None:
@@ -89,14 +84,6 @@ def _rope_backward(ctx, grad: Tensor, grad_kernel):
     dx, dcos, dsin = grad_kernel(grad, cos, sin, input, ctx.mode)
     wants_trig = input is not None
     return dx, (dcos if wants_trig else None), (dsin if wants_trig else None), None
-
-
-def _rope_grad_formula(ctx, grad: Tensor):
-    return _rope_backward(ctx, grad, torch.ops.tilegrad.rotary_position_embedding_grad)
-
-
-define("rotary_position_embedding(Tensor input, Tensor cos, Tensor sin, int mode) -> Tensor", _rope_impl,
-       _rope_fake, (_rope_grad_formula, _rope_setup))
 
 
 def _rope_grad_impl(grad: Tensor, cos: Tensor, sin: Tensor, input: Optional[Tensor], mode: int
@@ -125,25 +112,18 @@ def _rope_grad_fake(grad, cos, sin, input, mode):
     return grad.new_empty(grad.shape), cos.new_empty(cos.shape), sin.new_empty(sin.shape)
 
 
-define("rotary_position_embedding_grad(Tensor grad, Tensor cos, Tensor sin, Tensor? input, int mode) "
-       "-> (Tensor, Tensor, Tensor)", _rope_grad_impl, _rope_grad_fake)
+_ROPE = KernelFunction(
+    OpKernel("rotary_position_embedding(Tensor input, Tensor cos, Tensor sin, int mode) -> Tensor", _rope_impl,
+             like_first_argument),
+    OpKernel("rotary_position_embedding_grad(Tensor grad, Tensor cos, Tensor sin, Tensor? input, int mode) "
+             "-> (Tensor, Tensor, Tensor)", _rope_grad_impl, _rope_grad_fake),
+    node_name="TilegradRope", node_doc="The eager path: ``aclnnRotaryPositionEmbedding(Grad)``.",
+    composite=_rope_composite, torch_function=_rope_torch, setup=_rope_setup, backward=_rope_backward)
+TilegradRope = _ROPE.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradRope(torch.autograd.Function):
-    """The eager path: ``aclnnRotaryPositionEmbedding(Grad)`` through ``tilegrad._core``."""
-
-    @staticmethod
-    def forward(ctx, input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
-        _rope_setup(ctx, (input, cos, sin, mode), None)
-        return _rope_impl(input, cos, sin, mode)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        return _rope_backward(ctx, grad, _rope_grad_impl)
+# Public functions
 
 
 def _rope_on_kernel(input: Tensor, cos: Tensor, sin: Tensor) -> bool:
@@ -164,13 +144,7 @@ def rotary_position_embedding(input: Tensor, cos: Tensor, sin: Tensor, mode: int
     if mode not in _ROPE_MODES:
         raise ValueError(f"rotary_position_embedding: mode must be 0, 1, 2 or 3, got {mode}")
     path = route(_rope_on_kernel(input, cos, sin), input.dtype, rope=input.numel())
-    if path is Path.TORCH:
-        return _rope_torch(input, cos, sin, mode)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.rotary_position_embedding(input, cos, sin, mode)
-    if path is Path.COMPOSITE:
-        return _rope_composite(input, cos, sin, mode)
-    return TilegradRope.apply(input, cos, sin, mode)
+    return _ROPE.run(path, input, cos, sin, mode)
 
 
 def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1

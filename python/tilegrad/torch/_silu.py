@@ -12,12 +12,12 @@ import torch
 from torch import Tensor
 
 from .. import _core
-from ._eager import TORCH_FUNCTIONS, Path, needs_autograd, on_kernel_path, recompute_grads, route
-from ._library import define
+from ._eager import TORCH_FUNCTIONS, Path, needs_autograd, on_kernel_path, route
+from ._library import KernelFunction, OpKernel
 from ._tensor import as_numpy, new_output, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
-# torch.library ops
+# The kernels, the ops and the eager node
 
 
 def _silu_backward_dtype(grad_output: Tensor, input: Tensor) -> torch.dtype:
@@ -53,52 +53,27 @@ def _silu_backward_fake(grad_output: Tensor, input: Tensor) -> Tensor:
     return input.new_empty(_broadcast_shape(grad_output, input), dtype=_silu_backward_dtype(grad_output, input))
 
 
-define("silu_backward(Tensor grad_output, Tensor input) -> Tensor", _silu_backward_impl, _silu_backward_fake)
-
-
 def _silu_impl(input: Tensor) -> Tensor:
-    return torch.ops.aten.silu.default(input)
+    return torch._C._nn.silu(input)
 
 
 def _silu_fake(input: Tensor) -> Tensor:
     return torch.empty_like(input)
 
 
-def _silu_setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(inputs[0])
-
-
-def _silu_grad_formula(ctx, grad: Tensor, kernel) -> Tensor:
-    """The input gradient on both paths: ``kernel`` (the op, or the core directly), or with grad mode
-    on (``create_graph=True``) recomputed through torch's differentiable silu, for second derivatives."""
-    (input,) = ctx.saved_tensors
-    if torch.is_grad_enabled():
-        return recompute_grads(torch._C._nn.silu, (input,), (grad,))[0]
-    return kernel(grad, input)
-
-
-def _silu_grad(ctx, grad: Tensor):
-    return _silu_grad_formula(ctx, grad, torch.ops.tilegrad.silu_backward)
-
-
-define("silu(Tensor input) -> Tensor", _silu_impl, _silu_fake, (_silu_grad, _silu_setup))
+# The backward recomputes the gradient through torch's differentiable silu under grad mode
+# (create_graph=True: second derivatives), else runs the kernel.
+_SILU = KernelFunction(
+    OpKernel("silu(Tensor input) -> Tensor", _silu_impl, _silu_fake),
+    OpKernel("silu_backward(Tensor grad_output, Tensor input) -> Tensor", _silu_backward_impl, _silu_backward_fake),
+    node_name="TilegradSilu",
+    node_doc="Forward: torch's ``silu``; backward: ``aclnnSiluBackward`` (in the input's memory format).",
+    composite=torch._C._nn.silu)
+TilegradSilu = _SILU.node
 
 
 # ---------------------------------------------------------------------------------------------------
-# Eager node and public function
-
-
-class TilegradSilu(torch.autograd.Function):
-    """Forward: torch's ``silu``; backward: ``aclnnSiluBackward`` (in the input's memory format)."""
-
-    @staticmethod
-    def forward(ctx, input: Tensor) -> Tensor:
-        ctx.save_for_backward(input)
-        return torch._C._nn.silu(input)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
-        return _silu_grad_formula(ctx, grad, _silu_backward_impl)
+# Public function
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -107,8 +82,5 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
                  silu=input.numel())
     if path is Path.TORCH:
         return TORCH_FUNCTIONS["silu"](input, inplace=inplace)
-    if path is Path.COMPILE:
-        return torch.ops.tilegrad.silu(input)
-    if path is Path.COMPOSITE:  # torch's silu and silu_backward: float32 arithmetic, rounded once, as the kernel
-        return torch._C._nn.silu(input)
-    return TilegradSilu.apply(input)
+    # the composite is torch's silu and silu_backward: float32 arithmetic, rounded once, as the kernel
+    return _SILU.run(path, input)
