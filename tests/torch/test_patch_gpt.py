@@ -118,10 +118,9 @@ def test_blocks_run_on_tilegrad_and_unpatch_restores_them(model_type):
     assert model.config._attn_implementation == "eager"
 
 
-# each family's variants: GPT-2's attention scaled by 1 / (layer index + 1) too; NeoX's residual
-# sequential as well as parallel (Pythia's), and its rotary embedding over half the head
-VARIANTS = [("gpt2", {}), ("gpt2", dict(scale_attn_by_inverse_layer_idx=True)),
-            ("gpt_neox", {}), ("gpt_neox", dict(use_parallel_residual=False)),
+# each family's variants: NeoX's residual sequential as well as parallel (Pythia's), and its rotary
+# embedding over half the head
+VARIANTS = [("gpt2", {}), ("gpt_neox", {}), ("gpt_neox", dict(use_parallel_residual=False)),
             ("gpt_neox", dict(partial_rotary_factor=0.5))]
 
 
@@ -229,6 +228,31 @@ def test_gpt2_reorder_and_upcast_attn_keeps_its_own_attention_and_says_so():
     assert patched.config._attn_implementation == "eager"
 
 
+@pytest.mark.parametrize("scale", [dict(scale_attn_by_inverse_layer_idx=True), dict(scale_attn_weights=False)],
+                         ids=["by_inverse_layer_idx", "unscaled"])
+def test_gpt2_attention_scale_flags_are_computed_as_the_model_does(scale):
+    """GPT-2's attention divided by the layer index too, or not scaled at all: where the installed
+    transformers hands that scale to the attention implementation (``scaling`` on the module, 5.x
+    releases after 5.0) tilegrad's attention computes it; where it applies it in its eager attention
+    only (5.0) the attention stays the model's own and a warning says why. Either way the loss and
+    every gradient equal the unpatched model's."""
+    reference = gpt_model("gpt2", **scale)
+    patched = copy.deepcopy(reference)
+    handed_on = hasattr(reference.transformer.h[0].attn, "scaling")
+    if handed_on:
+        summary = patch(patched)
+        assert summary.skipped == [] and patched.config._attn_implementation == "tilegrad"
+    else:
+        with pytest.warns(UserWarning, match="scale_attn_by_inverse_layer_idx / scale_attn_weights"):
+            summary = patch(patched)
+        assert len(summary.skipped) == 1 and patched.config._attn_implementation == "eager"
+    tokens, labels = next(batches())
+    got = patched(input_ids=tokens, labels=labels)
+    assert got.logits is None
+    assert_same_loss_and_gradients(got.loss, reference(input_ids=tokens, labels=labels).loss, patched, reference,
+                                   torch.float32)
+
+
 @pytest.mark.parametrize("model_type, activation", [("gpt2", dict(activation_function="relu")),
                                                     ("gpt_neox", dict(hidden_act="silu"))])
 def test_mlp_with_another_activation_keeps_its_own_forward(model_type, activation):
@@ -298,3 +322,19 @@ def test_gpt2_mlp_computes_gelu_new_of_its_definition():
     out = mlp(h)
     assert "TilegradGeluBackward" in set(graph_node_names(out.sum()))
     torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_patched_model_pickles_whole(model_type):
+    """torch.save / torch.load of a patched model: the same tilegrad classes and the same loss."""
+    import io
+    model = gpt_model(model_type)
+    patch(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert [type(m) for m in loaded.modules()] == [type(m) for m in model.modules()]
+    assert any(type(m).__name__ == f"Tilegrad{CAUSAL_LM_FACTS[model_type].prefix}MLP" for m in loaded.modules())
+    tokens, labels = next(batches())
+    assert torch.equal(loaded(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)

@@ -988,15 +988,26 @@ class _AttentionSwap:
             self.config._attn_implementation = self.old
 
 
-def _attention_refusal(config: Any) -> Optional[str]:
-    """Why this config's attention is not tilegrad's to compute, else None."""
+def _attention_refusal(config: Any, model: torch.nn.Module) -> Optional[str]:
+    """Why the attention of this config (held by ``model``) is not tilegrad's to compute, else None."""
     softcap = getattr(config, "attn_logit_softcapping", None)
     if softcap is not None:
         return f"attn_logit_softcapping={softcap}: tilegrad's attention has no logit softcap"
     if getattr(config, "reorder_and_upcast_attn", False):  # GPT-2: its eager attention's own float32 path
         return ("reorder_and_upcast_attn=True: GPT-2 computes that attention itself (eager), not through an "
                 "attention implementation")
+    if _gpt2_scale_kept_from_attention_implementations(config, model):
+        return ("scale_attn_by_inverse_layer_idx / scale_attn_weights: this transformers release's GPT-2 applies "
+                "them in its eager attention only, and hands an attention implementation no scale")
     return None
+
+
+def _gpt2_scale_kept_from_attention_implementations(config: Any, model: torch.nn.Module) -> bool:
+    """GPT-2's attention scale is not 1 / sqrt(head_dim) (``scale_attn_weights`` off, or divided by the
+    layer index) and its attention modules do not hand it on (transformers 5.0's have no ``scaling``)."""
+    if getattr(config, "scale_attn_weights", True) and not getattr(config, "scale_attn_by_inverse_layer_idx", False):
+        return False
+    return any(hasattr(m, "scale_attn_by_inverse_layer_idx") and not hasattr(m, "scaling") for m in model.modules())
 
 
 def _plan_attention(model: torch.nn.Module) -> Tuple[List[_AttentionSwap], List[Skipped]]:
@@ -1011,7 +1022,7 @@ def _plan_attention(model: torch.nn.Module) -> Tuple[List[_AttentionSwap], List[
         if id(config) in seen or getattr(config, "model_type", None) not in CAUSAL_LM_FACTS:
             continue
         seen.add(id(config))
-        refusal = _attention_refusal(config)
+        refusal = _attention_refusal(config, module)
         if refusal is not None:
             skipped.append(Skipped(f"{path or '<model>'}.config._attn_implementation", type(config).__name__,
                                    refusal + ", so the model's own attention runs"))
@@ -1291,8 +1302,10 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
             interface; :func:`unpatch` restores the model's own choice). A config with an attention
             logit softcap (Gemma 2's ``attn_logit_softcapping``) or GPT-2's ``reorder_and_upcast_attn``
-            (a path of its own under eager attention) keeps its own attention, listed in ``skipped`` and
-            warned about (``strict`` does not refuse it: the loss is still fused).
+            (a path of its own under eager attention; also its ``scale_attn_by_inverse_layer_idx`` where
+            the installed transformers hands that scale to eager attention only) keeps its own
+            attention, listed in ``skipped`` and warned about (``strict`` does not refuse it: the loss
+            is still fused).
         linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
             ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
         layer_norm: ``torch.nn.LayerNorm`` (GPT-2's and GPT-NeoX's norms among them) ->
