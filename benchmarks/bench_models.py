@@ -87,7 +87,8 @@ MODELS = {
     "tiny-gemma3": dict(GEMMA3_270M, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
                         num_attention_heads=4, num_key_value_heads=1, head_dim=32, vocab_size=512,
                         sliding_window=16, sliding_window_pattern=3, query_pre_attn_scalar=32),
-    "tiny-gpt2": dict(GPT2_124M, n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512),
+    "tiny-gpt2": dict(GPT2_124M, n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512, bos_token_id=0,
+                      eos_token_id=0),
 }
 QUICK_MODELS = ["tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-gpt2"]
 MODES = ("fp32", "autocast", "bf16")
