@@ -340,6 +340,21 @@ def has_fused_loss(model):
     return type(model).__module__ == "tilegrad.torch.patching" and "forward" not in model.__dict__
 
 
+def assert_patched_model_pickles_whole(model):
+    """torch.save / torch.load of a patched causal LM: the same (tilegrad) classes and the same loss."""
+    import io
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert [type(m) for m in loaded.modules()] == [type(m) for m in model.modules()]
+    assert any(type(m).__name__.startswith("Tilegrad") for m in loaded.modules())
+    tokens, labels = next(batches())
+    model.train()
+    loaded.train()
+    assert torch.equal(loaded(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
+
+
 def hf_forward(model, tokens, labels):
     return model(input_ids=tokens, labels=labels).loss
 
