@@ -105,9 +105,10 @@ class CausalLMFacts:
     ``residual_add_norm``: the decoder layer is Llama's (``residual + attention output``, then the
     post-attention RMSNorm), fused into one add_rms_norm by ``patch(add_rms_norm=True)``.
     ``lm_head_renamed_from``: the head's attribute in earlier transformers 5.x releases (GPT-NeoX's
-    ``embed_out``, ``lm_head`` since). ``router_aux_loss``: a mixture of experts whose forward adds ``router_aux_loss_coef`` times its
-    module's ``load_balancing_loss_func`` of the router logits (with ``output_router_logits``); the
-    fused forward adds the same term, computed by that same function.
+    ``embed_out``, ``lm_head`` since). ``router_aux_loss``: a mixture of experts whose forward adds
+    ``router_aux_loss_coef`` times its module's ``load_balancing_loss_func`` of the router logits
+    (with ``output_router_logits``); the fused forward adds the same term, computed by that same
+    function.
     """
 
     prefix: str
