@@ -98,13 +98,21 @@ LORA_TARGETS = {"llama": LLAMA_LORA_TARGETS, "qwen3": LLAMA_LORA_TARGETS, "gemma
                 "gpt2": ["c_attn", "c_proj", "c_fc"]}
 
 
-def build_model(name: str, seed: int = 0) -> torch.nn.Module:
-    """The model of ``MODELS[name]`` with random weights (the same for a given seed)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+def model_config(name: str):
+    """The transformers config of ``MODELS[name]`` (no weights)."""
+    from transformers import AutoConfig
 
     spec = dict(MODELS[name])
     config = AutoConfig.for_model(spec.pop("model_type"), **spec)
     config._attn_implementation = "sdpa"
+    return config
+
+
+def build_model(name: str, seed: int = 0) -> torch.nn.Module:
+    """The model of ``MODELS[name]`` with random weights (the same for a given seed)."""
+    from transformers import AutoModelForCausalLM
+
+    config = model_config(name)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config).train()
 
