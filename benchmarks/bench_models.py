@@ -3,6 +3,7 @@
 
     python benchmarks/bench_models.py                          # SmolLM2-135M's shape, fp32, autocast, bf16
     python benchmarks/bench_models.py --model qwen3-0.6b-4l --modes fp32,bf16
+    python benchmarks/bench_models.py --model gemma3-270m      # also gpt2-124m
     python benchmarks/bench_models.py --compile                # also PyTorch under torch.compile
     python benchmarks/bench_models.py --lora                   # PEFT LoRA r=16 on every block linear
     python benchmarks/bench_models.py --memory                 # peak RSS growth, each path in its own process
@@ -56,27 +57,62 @@ QWEN3_06B = dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, n
                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
                  rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=40960,
                  tie_word_embeddings=True)
+# google/gemma-3-270m: the sizes as its published weights give them (GGUF metadata of the release:
+# 18 blocks, 640 wide, feed-forward 2048, 4 query heads / 1 key-value head of 256, sliding window 512,
+# RMSNorm eps 1e-6, rope base 1e6), the rest transformers' Gemma3TextConfig defaults, which are that
+# model's: query_pre_attn_scalar 256, every 6th layer full attention and the others sliding
+# (sliding_window_pattern 6), sliding layers' rope base 10000, gelu_pytorch_tanh, tied embeddings.
+GEMMA3_270M = dict(model_type="gemma3_text", hidden_size=640, intermediate_size=2048, num_hidden_layers=18,
+                   num_attention_heads=4, num_key_value_heads=1, head_dim=256, vocab_size=262144,
+                   sliding_window=512, sliding_window_pattern=6, query_pre_attn_scalar=256, rms_norm_eps=1e-6,
+                   rope_theta=1000000.0, rope_local_base_freq=10000.0, max_position_embeddings=32768,
+                   tie_word_embeddings=True)
+# openai-community/gpt2 (GPT-2 124M): its config.json, in GPT2Config's names (hidden = n_embd, MLP 4 x n_embd,
+# gelu_new, learned positions, head tied to the token embedding). Dropout off (0.1 as released): both
+# paths then take the same steps, so their losses compare, as for the other models (which have none).
+GPT2_124M = dict(model_type="gpt2", n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257,
+                 layer_norm_epsilon=1e-5, activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+                 attn_pdrop=0.0)
 MODELS = {
     "smollm2-135m": SMOLLM2_135M,
     "qwen3-0.6b": QWEN3_06B,
     "qwen3-0.6b-4l": dict(QWEN3_06B, num_hidden_layers=4),
+    "gemma3-270m": GEMMA3_270M,
+    "gpt2-124m": GPT2_124M,
     # --quick: the same families, tiny.
     "tiny-llama": dict(SMOLLM2_135M, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, vocab_size=512),
     "tiny-qwen3": dict(QWEN3_06B, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=512),
+    "tiny-gemma3": dict(GEMMA3_270M, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=1, head_dim=32, vocab_size=512,
+                        sliding_window=16, sliding_window_pattern=3, query_pre_attn_scalar=32),
+    "tiny-gpt2": dict(GPT2_124M, n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512, bos_token_id=0,
+                      eos_token_id=0),
 }
+QUICK_MODELS = ["tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-gpt2"]
 MODES = ("fp32", "autocast", "bf16")
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# every linear layer of a block, by family (GPT-2's are Conv1D: one qkv projection, its output and the MLP's two)
+LLAMA_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+LORA_TARGETS = {"llama": LLAMA_LORA_TARGETS, "qwen3": LLAMA_LORA_TARGETS, "gemma3_text": LLAMA_LORA_TARGETS,
+                "gpt2": ["c_attn", "c_proj", "c_fc"]}
 
 
-def build_model(name: str, seed: int = 0) -> torch.nn.Module:
-    """The model of ``MODELS[name]`` with random weights (the same for a given seed)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+def model_config(name: str):
+    """The transformers config of ``MODELS[name]`` (no weights)."""
+    from transformers import AutoConfig
 
     spec = dict(MODELS[name])
     config = AutoConfig.for_model(spec.pop("model_type"), **spec)
     config._attn_implementation = "sdpa"
+    return config
+
+
+def build_model(name: str, seed: int = 0) -> torch.nn.Module:
+    """The model of ``MODELS[name]`` with random weights (the same for a given seed)."""
+    from transformers import AutoModelForCausalLM
+
+    config = model_config(name)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config).train()
 
@@ -87,7 +123,8 @@ def with_lora(model: torch.nn.Module) -> torch.nn.Module:
         from peft import LoraConfig, get_peft_model
     except ImportError:
         sys.exit("bench_models: --lora needs PEFT: pip install \".[bench]\" (or pip install peft)")
-    return get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=LORA_TARGETS))
+    targets = LORA_TARGETS[model.config.model_type]
+    return get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets))
 
 
 @dataclass
@@ -130,18 +167,37 @@ def make_path(name: str, base: torch.nn.Module, mode: str, lora: bool, lr: float
     return Path(name, model, optimizer, clip=True, autocast=(mode != "fp32"))
 
 
-def gemm_flops(spec: dict, batch: int, seq: int, lora: bool) -> float:
+def gemm_flops(config, batch: int, seq: int, lora: bool) -> float:
     """Multiply-add FLOPs of one training step's GEMMs (forward 2, backward 4 per multiply-add; causal
-    attention counts half of its score and value products). LoRA: the frozen weights need no weight
-    gradient (4 instead of 6), the adapters are negligible."""
-    h, layers, vocab = spec["hidden_size"], spec["num_hidden_layers"], spec["vocab_size"]
-    heads, kv_heads = spec["num_attention_heads"], spec["num_key_value_heads"]
-    head_dim = spec.get("head_dim") or h // heads
+    attention counts half of its score and value products, a sliding window only the pairs inside it).
+    LoRA: the frozen weights need no weight gradient (4 instead of 6), the adapters are negligible.
+    Read from the built model's config (transformers maps GPT-2's n_embd / n_layer / n_head to these names)."""
+    h, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or h // heads  # Gemma's 256 is not hidden / heads
     tokens = batch * seq
-    block = h * heads * head_dim * 2 + h * kv_heads * head_dim * 2 + 3 * h * spec["intermediate_size"]
+    attention_weights = h * heads * head_dim * 2 + h * kv_heads * head_dim * 2  # q and o; k and v
     per_weight = 4 if lora else 6
-    attention = 6 * batch * heads * seq * seq * head_dim  # (QK^T + PV) x 3 passes x 2 FLOPs, causal half
-    return tokens * (per_weight * layers * block + 6 * h * vocab) + layers * attention
+    # (QK^T + PV) x 3 passes x 2 FLOPs per multiply-add, over the (query, key) pairs each layer attends
+    attention = sum(12 * batch * heads * pairs * head_dim for pairs in _attended_pairs(config, seq))
+    return tokens * (per_weight * layers * (attention_weights + _mlp_weights(config)) + 6 * h * vocab) + attention
+
+
+def _mlp_weights(config) -> int:
+    """Weights of one block's MLP: GPT-2's two matrices of n_inner (4 x hidden), a gated MLP's three."""
+    if config.model_type == "gpt2":
+        return 2 * config.hidden_size * (config.n_inner or 4 * config.hidden_size)
+    return 3 * config.hidden_size * config.intermediate_size
+
+
+def _attended_pairs(config, seq: int) -> List[float]:
+    """Per layer, the (query, key) pairs its causal attention computes: seq^2 / 2, or within a sliding
+    window w < seq, seq * w - w^2 / 2 (Gemma 3's sliding layers)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+    return [seq * window - window * window / 2 if kind == "sliding_attention" and window and window < seq
+            else seq * seq / 2 for kind in types]
 
 
 def interleaved(paths: List[Path], batches: List[torch.Tensor], warmup: int) -> Dict[str, dict]:
@@ -214,8 +270,8 @@ def memory_table(args, names: List[str]) -> None:
 
 def speed_table(args, names: List[str]) -> None:
     spec = MODELS[args.model]
-    flops = gemm_flops(spec, args.batch, args.seq, args.lora)
     base = build_model(args.model)
+    flops = gemm_flops(base.config, args.batch, args.seq, args.lora)
     ceilings = {name: _harness.gemm_ceiling(torch, dtype) for name, dtype in (("fp32", torch.float32),
                                                                               ("bf16", torch.bfloat16))}
     batches = random_batches(spec["vocab_size"], args.batch, args.seq, args.warmup + args.steps)
@@ -268,7 +324,7 @@ def main() -> None:
     if args.quick:
         args.batch, args.seq, args.steps, args.warmup = 2, 32, 2, 1
     names = ["tilegrad", "pytorch"] + (["pytorch+compile"] if args.compile else [])
-    models = ["tiny-llama", "tiny-qwen3"] if args.quick else [args.model]
+    models = QUICK_MODELS if args.quick else [args.model]
     for args.model in models:
         (memory_table if args.memory else speed_table)(args, names)
 

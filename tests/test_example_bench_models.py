@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_models  # noqa: E402
 
 
-@pytest.mark.parametrize("model", ["tiny-llama", "tiny-qwen3"])
+@pytest.mark.parametrize("model", bench_models.QUICK_MODELS)
 @pytest.mark.parametrize("mode", ["fp32", "autocast", "bf16"])
 def test_paths_start_from_the_same_weights_and_follow_pytorchs_losses(model, mode):
     base = bench_models.build_model(model)
@@ -44,10 +44,35 @@ def test_the_flop_count_is_the_models():
     weights = layers * block + 576 * 49152
     attention = layers * 3 * 2 * (2 * 2 * 9 * 512 * 512 * 64) / 2
     expected = 6 * weights * tokens + attention
-    assert bench_models.gemm_flops(bench_models.SMOLLM2_135M, 2, 512, lora=False) == pytest.approx(expected)
+    config = bench_models.model_config("smollm2-135m")
+    assert bench_models.gemm_flops(config, 2, 512, lora=False) == pytest.approx(expected)
     # LoRA: the frozen weights need no weight gradient.
     lora = 4 * layers * block * tokens + 6 * 576 * 49152 * tokens + attention
-    assert bench_models.gemm_flops(bench_models.SMOLLM2_135M, 2, 512, lora=True) == pytest.approx(lora)
+    assert bench_models.gemm_flops(config, 2, 512, lora=True) == pytest.approx(lora)
+
+
+def test_the_flop_count_of_gpt2_124m():
+    # 12 blocks of q / k / v / o (4 x 768^2) and a two-matrix MLP of 4 x 768 (8 x 768^2), the tied
+    # 768 x 50257 head; 12 heads of 64, causal.
+    tokens, layers = 1024, 12
+    weights = layers * 12 * 768 * 768 + 768 * 50257
+    attention = layers * 3 * 2 * (2 * 2 * 12 * 512 * 512 * 64) / 2
+    config = bench_models.model_config("gpt2-124m")
+    assert bench_models.gemm_flops(config, 2, 512, lora=False) == pytest.approx(6 * weights * tokens + attention)
+
+
+def test_the_flop_count_of_gemma3_270m():
+    # 18 blocks: 4 query heads and 1 key-value head of 256 (q and o 640 x 1024, k and v 640 x 256), a
+    # gated MLP of 2048; the tied 640 x 262144 head. At 2 x 2048 tokens the 15 sliding layers (window
+    # 512) attend 2048 * 512 - 512^2 / 2 pairs per row of heads, the 3 full ones 2048^2 / 2.
+    tokens, seq = 4096, 2048
+    block = 640 * 1024 * 2 + 640 * 256 * 2 + 3 * 640 * 2048
+    weights = 18 * block + 640 * 262144
+    config = bench_models.model_config("gemma3-270m")
+    assert config.layer_types.count("full_attention") == 3 and config.head_dim == 256
+    pairs = 15 * (seq * 512 - 512 * 512 / 2) + 3 * seq * seq / 2
+    attention = 3 * 2 * 2 * 2 * 4 * pairs * 256
+    assert bench_models.gemm_flops(config, 2, seq, lora=False) == pytest.approx(6 * weights * tokens + attention)
 
 
 def test_quick_run_reports_every_mode_and_writes_its_json(tmp_path):
@@ -56,9 +81,9 @@ def test_quick_run_reports_every_mode_and_writes_its_json(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and " tilegrad " in line]
-    assert [r.split("|")[1].strip() for r in rows] == ["fp32", "autocast", "bf16"] * 2
+    assert [r.split("|")[1].strip() for r in rows] == ["fp32", "autocast", "bf16"] * len(bench_models.QUICK_MODELS)
     lines = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [line["case"] for line in lines] == [f"{m} {mode}" for m in ("tiny-llama", "tiny-qwen3")
+    assert [line["case"] for line in lines] == [f"{m} {mode}" for m in bench_models.QUICK_MODELS
                                                 for mode in ("fp32", "autocast", "bf16")]
     assert all(set(line["times_s"]) == {"tilegrad", "pytorch"} for line in lines)
 

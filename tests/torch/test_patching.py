@@ -340,6 +340,21 @@ def has_fused_loss(model):
     return type(model).__module__ == "tilegrad.torch.patching" and "forward" not in model.__dict__
 
 
+def assert_patched_model_pickles_whole(model):
+    """torch.save / torch.load of a patched causal LM: the same (tilegrad) classes and the same loss."""
+    import io
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert [type(m) for m in loaded.modules()] == [type(m) for m in model.modules()]
+    assert any(type(m).__name__.startswith("Tilegrad") for m in loaded.modules())
+    tokens, labels = next(batches())
+    model.train()
+    loaded.train()
+    assert torch.equal(loaded(input_ids=tokens, labels=labels).loss, model(input_ids=tokens, labels=labels).loss)
+
+
 def hf_forward(model, tokens, labels):
     return model(input_ids=tokens, labels=labels).loss
 
@@ -654,11 +669,12 @@ def test_patched_forward_shows_the_models_own_signature():
     assert list(inspect.signature(model.forward).parameters) == want and "labels" in want
 
 
-def tiny_gpt2():
+def tiny_unmapped_lm():
+    """A causal LM of a family not in CAUSAL_LM_FACTS: GPT-BigCode (GPT-2's layout, one key-value head)."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=64)
+    config = transformers.GPTBigCodeConfig(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=64)
     torch.manual_seed(0)
-    return transformers.GPT2LMHeadModel(config)
+    return transformers.GPTBigCodeForCausalLM(config)
 
 
 def _assert_one_warning_naming(record, *fragments):
@@ -669,21 +685,21 @@ def _assert_one_warning_naming(record, *fragments):
 
 
 def test_an_unknown_causal_lm_is_warned_about_and_listed():
-    """A GPT-2 LM head model: its embeddings are patched, and its loss is said to stay unfused."""
-    model = tiny_gpt2()
+    """A GPT-BigCode causal LM: its embeddings are patched, and its loss is said to stay unfused."""
+    model = tiny_unmapped_lm()
     with pytest.warns(UserWarning) as record:
         summary = patch(model)
-    _assert_one_warning_naming(record, "GPT2LMHeadModel", "'gpt2'", "CAUSAL_LM_FACTS", "not fused")
-    assert [s.path for s in summary.skipped] == ["<model>"] and "'gpt2'" in summary.skipped[0].reason
+    _assert_one_warning_naming(record, "GPTBigCodeForCausalLM", "'gpt_bigcode'", "CAUSAL_LM_FACTS", "not fused")
+    assert [s.path for s in summary.skipped] == ["<model>"] and "'gpt_bigcode'" in summary.skipped[0].reason
     assert "left as it was (1):" in str(summary)
     assert summary.counts()["torch.nn.Embedding -> tilegrad.torch.nn.Embedding"] == 2  # tokens, positions
     unpatch(model)
 
 
 def test_strict_patch_raises_and_changes_nothing():
-    model = tiny_gpt2()
+    model = tiny_unmapped_lm()
     before = snapshot(model)
-    with pytest.raises(ValueError, match=r"strict=True.*GPT2LMHeadModel.*'gpt2'"):
+    with pytest.raises(ValueError, match=r"strict=True.*GPTBigCodeForCausalLM.*'gpt_bigcode'"):
         patch(model, strict=True)
     assert snapshot(model) == before
     with pytest.raises(TypeError, match="strict must be True or False"):

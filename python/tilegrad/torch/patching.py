@@ -78,6 +78,10 @@ _MOE_BLOCKS = _STANDARD_BLOCKS + (("Experts", "Experts"),)
 _ROUTED_ONLY_MOE_BLOCKS = (("RMSNorm", "RMSNorm"), ("Attention", "Attention"), ("Experts", "Experts"))
 _GEMMA_BLOCKS = (("RMSNorm", "OffsetRMSNorm"), ("MLP", "MLP"), ("Attention", "Attention"),
                  ("TextScaledWordEmbedding", "TextScaledWordEmbedding"))
+# GPT-2 and GPT-NeoX: their LayerNorms are plain torch.nn.LayerNorm (patch's layer_norm rule), GPT-2's
+# positions are learned (an embedding); what is theirs is the GELU MLP and NeoX's (partial) rotary attention
+_GPT2_BLOCKS = (("MLP", "Conv1DGeluMLP"),)
+_GPT_NEOX_BLOCKS = (("MLP", "GeluMLP"), ("Attention", "Attention"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,9 +104,11 @@ class CausalLMFacts:
     ``logits_scaling``); the fused loss divides the hidden states (and the head's bias) instead.
     ``residual_add_norm``: the decoder layer is Llama's (``residual + attention output``, then the
     post-attention RMSNorm), fused into one add_rms_norm by ``patch(add_rms_norm=True)``.
-    ``router_aux_loss``: a mixture of experts whose forward adds ``router_aux_loss_coef`` times its
-    module's ``load_balancing_loss_func`` of the router logits (with ``output_router_logits``); the
-    fused forward adds the same term, computed by that same function.
+    ``lm_head_renamed_from``: the head's attribute in earlier transformers 5.x releases (GPT-NeoX's
+    ``embed_out``, ``lm_head`` since). ``router_aux_loss``: a mixture of experts whose forward adds
+    ``router_aux_loss_coef`` times its module's ``load_balancing_loss_func`` of the router logits
+    (with ``output_router_logits``); the fused forward adds the same term, computed by that same
+    function.
     """
 
     prefix: str
@@ -113,6 +119,14 @@ class CausalLMFacts:
     router_aux_loss: bool = False
     modeling: Optional[str] = None
     residual_add_norm: bool = False
+    lm_head_renamed_from: Optional[str] = None
+
+    def head_name(self, model: torch.nn.Module) -> str:
+        """The attribute holding this model's output layer: ``lm_head``, or where the model has only the
+        head's name from before transformers renamed it, that one (GPT-NeoX's ``embed_out``, 5.0)."""
+        old = self.lm_head_renamed_from
+        return old if old is not None and self.lm_head not in model._modules and old in model._modules \
+            else self.lm_head
 
     def modeling_module(self, model_type: str) -> str:
         """The name of the family's modeling module (loaded or not)."""
@@ -121,7 +135,8 @@ class CausalLMFacts:
 
 
 # keyed by ``config.model_type``; every entry is exercised by tests/torch/test_patching.py (the first
-# four), tests/torch/test_patching_families.py and tests/torch/test_patch_gemma.py (Gemma 1 / 2 / 3)
+# four), tests/torch/test_patching_families.py, tests/torch/test_patch_gemma.py (Gemma 1 / 2 / 3) and
+# tests/torch/test_patch_gpt.py (GPT-2, GPT-NeoX)
 CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "llama": CausalLMFacts("Llama", residual_add_norm=True),
     "mistral": CausalLMFacts("Mistral", residual_add_norm=True),
@@ -137,6 +152,9 @@ CAUSAL_LM_FACTS: Dict[str, CausalLMFacts] = {
     "mixtral": CausalLMFacts("Mixtral", blocks=_ROUTED_ONLY_MOE_BLOCKS, router_aux_loss=True),
     "qwen2_moe": CausalLMFacts("Qwen2Moe", blocks=_MOE_BLOCKS, router_aux_loss=True),
     "qwen3_moe": CausalLMFacts("Qwen3Moe", blocks=_MOE_BLOCKS, router_aux_loss=True),
+    "gpt2": CausalLMFacts("GPT2", decoder="transformer", blocks=_GPT2_BLOCKS),  # GPT2LMHeadModel
+    "gpt_neox": CausalLMFacts("GPTNeoX", decoder="gpt_neox", blocks=_GPT_NEOX_BLOCKS,
+                              lm_head_renamed_from="embed_out"),  # Pythia
 }
 
 # the parameters of a causal-LM forward that the fused path reads itself; every other named
@@ -313,10 +331,10 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
     return rules
 
 
-def _decoder_block_rules(rms_norm: bool, swiglu: bool, rope: bool, embedding: bool = True
+def _decoder_block_rules(rms_norm: bool, swiglu: bool, rope: bool, embedding: bool = True, gelu: bool = True
                          ) -> Dict[type, Tuple[type, Dict[str, Any]]]:
     """The Hugging Face decoder-block classes of the loaded families -> tilegrad's subclasses of them."""
-    wanted = {"rms_norm": rms_norm, "swiglu": swiglu, "rope": rope, "embedding": embedding}
+    wanted = {"rms_norm": rms_norm, "swiglu": swiglu, "rope": rope, "embedding": embedding, "gelu": gelu}
     rules: Dict[type, Tuple[type, Dict[str, Any]]] = {}
     for model_type, facts in CAUSAL_LM_FACTS.items():
         modeling = sys.modules.get(facts.modeling_module(model_type))
@@ -383,10 +401,15 @@ def _mlp_forward(base: type) -> Callable:
 
 def _gelu_approximation(act_fn: Any) -> Optional[str]:
     """``"tanh"`` / ``"none"`` for an activation module computing torch's GELU of that form (transformers'
-    ``GELUTanh``, its ``GELUActivation`` on torch's gelu, ``torch.nn.GELU``), else None."""
+    ``GELUTanh``, its ``GELUActivation`` on torch's gelu, ``torch.nn.GELU``; GPT-2's ``gelu_new``,
+    ``NewGELUActivation``, writes the tanh form out in torch ops: the same function, rounded at each
+    op where tilegrad rounds once), else None."""
     if type(act_fn) is torch.nn.GELU:
         return act_fn.approximate
     activations = sys.modules.get("transformers.activations")
+    new_gelu = getattr(activations, "NewGELUActivation", None)
+    if isinstance(new_gelu, type) and type(act_fn) is new_gelu:
+        return "tanh"
     for name, approximate in (("GELUTanh", "tanh"), ("PytorchGELUTanh", "tanh"), ("GELUActivation", "none")):
         cls = getattr(activations, name, None)
         if isinstance(cls, type) and type(act_fn) is cls and _on_torch_gelu(act_fn, approximate):
@@ -400,6 +423,19 @@ def _on_torch_gelu(act_fn: Any, approximate: str) -> bool:
     if isinstance(act, functools.partial):
         return act.func is F.gelu and not act.args and act.keywords == {"approximate": approximate}
     return act is F.gelu and approximate == "none"
+
+
+def _gelu_mlp_forward(base: type, up: str, down: str, dropout: Optional[str] = None) -> Callable:
+    """A two-layer MLP ``down(act(up(x)))`` (then ``dropout``) whose ``act`` is a GELU: tgt.gelu of that
+    form. GPT-2's (``c_fc`` / ``c_proj``, Conv1D layers that stay torch's, and a dropout) and
+    GPT-NeoX's (``dense_h_to_4h`` / ``dense_4h_to_h``). Another activation keeps the model's forward."""
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        approximate = _gelu_approximation(self.act)
+        if approximate is None:
+            return base.forward(self, hidden_states)
+        out = getattr(self, down)(_gelu.gelu(getattr(self, up)(hidden_states), approximate))
+        return getattr(self, dropout)(out) if dropout is not None else out
+    return forward
 
 
 def _scaled_embedding_forward(base: type) -> Callable:
@@ -484,7 +520,11 @@ _BLOCK_KINDS: Dict[str, Tuple[str, str, Callable[[type], Dict[str, Callable]]]] 
     "GateUpMLP": ("swiglu", "swiglu for up * act(gate) of one gate_up_proj",
                   lambda cls: {"forward": _gate_up_mlp_forward(cls)}),
     "Experts": ("swiglu", "swiglu for each expert's act(gate) * up", _experts_methods),
-    "Attention": ("rope", "apply_rotary_pos_emb (rotate-half)",
+    "GeluMLP": ("gelu", "gelu for dense_4h_to_h(act(dense_h_to_4h(x))) (GPT-NeoX)",
+                lambda cls: {"forward": _gelu_mlp_forward(cls, "dense_h_to_4h", "dense_4h_to_h")}),
+    "Conv1DGeluMLP": ("gelu", "gelu for c_proj(act(c_fc(x))) (GPT-2; the Conv1D GEMMs stay torch's)",
+                      lambda cls: {"forward": _gelu_mlp_forward(cls, "c_fc", "c_proj", dropout="dropout")}),
+    "Attention": ("rope", "apply_rotary_pos_emb (rotate-half; a partial rotary rotates the leading features)",
                   lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb",
                                                        _rope.apply_rotary_pos_emb)}),
     "UpcastRopeAttention": ("rope", "apply_rotary_pos_emb (rotate-half in cos / sin's dtype, rounded to q's once)",
@@ -599,9 +639,10 @@ def _looks_like_language_model(module: torch.nn.Module) -> bool:
 
 
 def _library_class(cls: type) -> Optional[type]:
-    """The transformers causal-LM class ``cls`` is or derives from (the nearest), else None."""
+    """The transformers causal-LM class ``cls`` is or derives from (the nearest), else None: a
+    ``<Family>ForCausalLM``, or GPT-2's ``GPT2LMHeadModel`` (the older naming)."""
     for base in cls.__mro__:
-        if base.__module__.startswith("transformers.") and base.__name__.endswith("ForCausalLM"):
+        if base.__module__.startswith("transformers.") and base.__name__.endswith(_LM_CLASS_SUFFIXES):
             return base
     return None
 
@@ -616,14 +657,15 @@ def _causal_lm_facts(module: torch.nn.Module) -> Union[CausalLMFacts, str]:
                 f"({', '.join(sorted(CAUSAL_LM_FACTS))}); its loss is not fused")
     library = _library_class(type(module))
     if library is None:
-        return f"{type(module).__name__} derives from no transformers ForCausalLM class; its loss is not fused"
+        return (f"{type(module).__name__} derives from no transformers ForCausalLM or LMHeadModel class; its loss "
+                f"is not fused")
     if "forward" in module.__dict__:
         return (f"its forward is set on the instance (a wrapper, as accelerate's prepare() installs), which calls "
                 f"{library.__name__}.forward past any class patch could give the model; its loss is not fused: "
                 f"patch before wrapping")
-    head = getattr(module, facts.lm_head, None)
+    head = getattr(module, facts.head_name(module), None)
     if type(head) not in _LINEAR_CLASSES:
-        return f"its {facts.lm_head} is {type(head).__name__}, not torch.nn.Linear; its loss is not fused"
+        return f"its {facts.head_name(module)} is {type(head).__name__}, not torch.nn.Linear; its loss is not fused"
     decoder = getattr(module, facts.decoder, None)
     if not isinstance(decoder, torch.nn.Module):
         return f"it has no decoder module {facts.decoder!r}; its loss is not fused"
@@ -773,10 +815,17 @@ _SOURCE_CHECKS = ("_can_set_attn_implementation", "_can_set_experts_implementati
 
 
 def _source_checks_of(library: type) -> Dict[str, classmethod]:
-    """The library class's answers to transformers' source-reading checks, for the class made from it."""
+    """The library class's answers to transformers' source-reading checks, for the class made from it;
+    and whether it is custom code (``is_custom_code``: a class outside ``transformers.``), answered for
+    the class patch replaced (the library's, or a user's subclass of it): save_pretrained applies a
+    family's checkpoint key renames to library classes only (GPT-NeoX's ``lm_head`` saved as
+    ``embed_out``), so a patched model saves the unpatched model's keys."""
     def delegate(name: str) -> classmethod:
         return classmethod(lambda cls: getattr(library, name)())
-    return {name: delegate(name) for name in _SOURCE_CHECKS if hasattr(library, name)}
+    checks = {name: delegate(name) for name in _SOURCE_CHECKS if hasattr(library, name)}
+    if hasattr(library, "is_custom_code"):
+        checks["is_custom_code"] = classmethod(lambda cls: cls._tilegrad_original.is_custom_code())
+    return checks
 
 
 def _named_like(cls: type, bases: tuple, namespace: Dict[str, Any], doc: Optional[str]) -> type:
@@ -810,7 +859,7 @@ def _fused_loss_applies(model: torch.nn.Module, facts: CausalLMFacts, named: Dic
     return (isinstance(model, _FusedCausalLM) and model.training and named["labels"] is not None
             and isinstance(logits_to_keep, int) and logits_to_keep == 0
             and getattr(model, "loss_function", None) is standard_loss
-            and _plain_linear(getattr(model, facts.lm_head, None)))
+            and _plain_linear(getattr(model, facts.head_name(model), None)))
 
 
 # An lm_head the fused loss reads the weight and bias of: torch's, or ours once patch(linear=True) swapped it.
@@ -856,7 +905,7 @@ def _head_input(model: torch.nn.Module, facts: CausalLMFacts, hidden: torch.Tens
                 ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
     """The hidden states, weight and bias whose product is the logits the model's loss sees: with a
     ``logits_divisor`` (``lm_head(h) / s``), ``h / s`` and ``bias / s`` (exact for a power of two)."""
-    lm_head = getattr(model, facts.lm_head)
+    lm_head = getattr(model, facts.head_name(model))
     weight, bias = lm_head.weight, lm_head.bias
     if facts.logits_divisor is not None:
         divisor = getattr(model.config, facts.logits_divisor)
@@ -940,9 +989,32 @@ class _AttentionSwap:
             self.config._attn_implementation = self.old
 
 
+def _attention_refusal(config: Any, model: torch.nn.Module) -> Optional[str]:
+    """Why the attention of this config (held by ``model``) is not tilegrad's to compute, else None."""
+    softcap = getattr(config, "attn_logit_softcapping", None)
+    if softcap is not None:
+        return f"attn_logit_softcapping={softcap}: tilegrad's attention has no logit softcap"
+    if getattr(config, "reorder_and_upcast_attn", False):  # GPT-2: its eager attention's own float32 path
+        return ("reorder_and_upcast_attn=True: GPT-2 computes that attention itself (eager), not through an "
+                "attention implementation")
+    if _gpt2_scale_kept_from_attention_implementations(config, model):
+        return ("scale_attn_by_inverse_layer_idx / scale_attn_weights: this transformers release's GPT-2 applies "
+                "them in its eager attention only, and hands an attention implementation no scale")
+    return None
+
+
+def _gpt2_scale_kept_from_attention_implementations(config: Any, model: torch.nn.Module) -> bool:
+    """GPT-2's attention scale is not 1 / sqrt(head_dim) (``scale_attn_weights`` off, or divided by the
+    layer index) and its attention modules do not hand it on (transformers 5.0's have no ``scaling``)."""
+    if getattr(config, "scale_attn_weights", True) and not getattr(config, "scale_attn_by_inverse_layer_idx", False):
+        return False
+    return any(hasattr(m, "scale_attn_by_inverse_layer_idx") and not hasattr(m, "scaling") for m in model.modules())
+
+
 def _plan_attention(model: torch.nn.Module) -> Tuple[List[_AttentionSwap], List[Skipped]]:
     """One swap per config of a family in ``CAUSAL_LM_FACTS`` not on tilegrad's attention yet; a
-    Skipped for one whose attention tilegrad's cannot compute (Gemma 2's logit softcap)."""
+    Skipped for one whose attention tilegrad's cannot compute (Gemma 2's logit softcap, GPT-2's
+    reorder_and_upcast_attn)."""
     swaps: List[_AttentionSwap] = []
     skipped: List[Skipped] = []
     seen = set()
@@ -951,11 +1023,10 @@ def _plan_attention(model: torch.nn.Module) -> Tuple[List[_AttentionSwap], List[
         if id(config) in seen or getattr(config, "model_type", None) not in CAUSAL_LM_FACTS:
             continue
         seen.add(id(config))
-        softcap = getattr(config, "attn_logit_softcapping", None)
-        if softcap is not None:
+        refusal = _attention_refusal(config, module)
+        if refusal is not None:
             skipped.append(Skipped(f"{path or '<model>'}.config._attn_implementation", type(config).__name__,
-                                   f"attn_logit_softcapping={softcap}: tilegrad's attention has no logit softcap, so "
-                                   f"the model's own attention runs"))
+                                   refusal + ", so the model's own attention runs"))
             continue
         old = getattr(config, "_attn_implementation", None)
         if old != TA.HF_IMPLEMENTATION:
@@ -1208,7 +1279,7 @@ def _apply_all(changes: List[_ClassSwap]) -> None:
 def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, cross_entropy: bool = True,
           binary_cross_entropy_with_logits: bool = True, linear_cross_entropy: bool = True,
           rms_norm: bool = True, swiglu: bool = True, rope: bool = True, attention: bool = True,
-          linear: bool = True, layer_norm: bool = True, add_rms_norm: bool = True,
+          linear: bool = True, layer_norm: bool = True, add_rms_norm: bool = True, gelu: bool = True,
           strict: bool = False) -> PatchSummary:
     """Switch the supported modules of a built model to tilegrad, in place, all or nothing.
 
@@ -1231,12 +1302,17 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
         attention: their attention as ``tgt.scaled_dot_product_attention`` (the config's
             ``_attn_implementation`` set to ``"tilegrad"``, registered with transformers' attention
             interface; :func:`unpatch` restores the model's own choice). A config with an attention
-            logit softcap (Gemma 2's ``attn_logit_softcapping``) keeps its own attention, listed in
-            ``skipped`` and warned about (``strict`` does not refuse it: the loss is still fused).
+            logit softcap (Gemma 2's ``attn_logit_softcapping``) or GPT-2's ``reorder_and_upcast_attn``
+            (a path of its own under eager attention; also its ``scale_attn_by_inverse_layer_idx`` where
+            the installed transformers hands that scale to eager attention only) keeps its own
+            attention, listed in ``skipped`` and warned about (``strict`` does not refuse it: the loss
+            is still fused).
         linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
             ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
         layer_norm: ``torch.nn.LayerNorm`` (GPT-2's and GPT-NeoX's norms among them) ->
             ``tilegrad.torch.nn.LayerNorm`` (same Parameters).
+        gelu: GPT-2's and GPT-NeoX's MLP activation (``gelu_new`` / ``gelu_pytorch_tanh``: tanh form;
+            ``gelu``: erf) as ``tgt.gelu``; other activations keep the model's own MLP.
         add_rms_norm: in those families' decoder layers, ``residual + attention output`` and the
             post-attention RMSNorm as one ``tgt.add_rms_norm`` (the layer's class swapped for
             ``Tilegrad<Family>DecoderLayer``; a layer whose class overrides ``forward`` is left as it
@@ -1255,13 +1331,13 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
                         ("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
                         ("linear_cross_entropy", linear_cross_entropy), ("rms_norm", rms_norm), ("swiglu", swiglu),
                         ("rope", rope), ("attention", attention), ("linear", linear), ("layer_norm", layer_norm),
-                        ("add_rms_norm", add_rms_norm),
+                        ("add_rms_norm", add_rms_norm), ("gelu", gelu),
                         ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"patch: {name} must be True or False, got {value!r}")
     rules = _swap_rules(silu, embedding, cross_entropy, binary_cross_entropy_with_logits, linear_cross_entropy,
                         rms_norm, linear, layer_norm)
-    rules.update(_decoder_block_rules(rms_norm, swiglu, rope, embedding))
+    rules.update(_decoder_block_rules(rms_norm, swiglu, rope, embedding, gelu))
     changes, skipped = _plan(model, rules, linear_cross_entropy)
     if add_rms_norm:
         fused_layers, unfused_layers = _plan_fused_residual_adds(model)
