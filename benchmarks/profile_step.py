@@ -11,7 +11,8 @@ categories, with the per-step op counts and the code that issues each copy, cast
 
 A path and a mode are ``bench_models.py``'s (``tilegrad``: ``tgt.patch`` + ``tgt.optim.AdamW``;
 ``pytorch``: the model as built, ``clip_grad_norm_`` + fused ``torch.optim.AdamW``; modes ``fp32``,
-``autocast``, ``bf16``). After ``--warmup`` steps, one step runs under the profiler; every function of
+``autocast``, ``bf16``). After ``--warmup`` steps and one profiled step that is dropped (the first
+under the profiler runs slow), one step runs under the profiler; every function of
 ``tilegrad._core`` is wrapped in a ``record_function`` named ``core: <function>`` for that step, so the
 self time of a tilegrad autograd node is its Python alone and the kernel's time is its own row.
 
@@ -383,6 +384,9 @@ def main() -> None:
         if index == 0 and args.fingerprint:
             ok = check_fingerprint(step_fingerprint(path, batches[-1]), args.fingerprint) and ok
         if not args.counts_only:
+            # the first step under the profiler in a process runs far slower (the profiler's own
+            # start-up): one is profiled and dropped, the next one is shown
+            profile_step(path, batches[-2], None)
             events, wall = profile_step(path, batches[-2], args.trace)
             print_categories(categories(events, wall), wall, f"{args.path}, {args.mode}")
             print_top_events(events, args.top)
