@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from .. import _core
 from ._eager import Path, needs_autograd, on_kernel_path, recompute_grads, route, rounded_once
 from ._library import define
-from ._tensor import as_numpy, new_output, sync_threads
+from ._tensor import as_numpy, new_output, new_output_like, sync_threads
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -86,9 +86,13 @@ def _out_shape(query: Tensor, value: Tensor) -> Tuple[int, int, int, int]:
 
 
 def _flash_attention_impl(query: Tensor, key: Tensor, value: Tensor, masked: Optional[Tensor], is_causal: bool,
-                          scale: float) -> Tuple[Tensor, Tensor, Tensor]:
+                          scale: float, like_inputs: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+    """``like_inputs`` (the eager node): the output laid out in memory as the query is (torch's SDPA
+    does the same), so Hugging Face's ``(B, S, N, D)`` projections seen as ``(B, N, S, D)`` give an
+    output whose ``transpose(1, 2)`` is contiguous, with no copy; the ops keep contiguous outputs
+    (their fake kernels say so)."""
     sync_threads()
-    out = new_output(_out_shape(query, value), query.dtype)
+    out = new_output_like(query, value.shape[3]) if like_inputs else new_output(_out_shape(query, value), query.dtype)
     stats = new_output((2,) + tuple(query.shape[:3]) + (8,), torch.float32)
     _core.flash_attention_score(as_numpy(query), as_numpy(key), as_numpy(value), _core_mask(masked, is_causal),
                                 softmax_max_out=as_numpy(stats[0]), softmax_sum_out=as_numpy(stats[1]),
@@ -105,9 +109,12 @@ def _flash_attention_fake(query, key, value, masked, is_causal, scale):
 
 def _flash_attention_backward_impl(grad: Tensor, query: Tensor, key: Tensor, value: Tensor, out: Tensor,
                                    softmax_max: Tensor, softmax_sum: Tensor, masked: Optional[Tensor],
-                                   is_causal: bool, scale: float) -> Tuple[Tensor, Tensor, Tensor]:
+                                   is_causal: bool, scale: float, like_inputs: bool = False
+                                   ) -> Tuple[Tensor, Tensor, Tensor]:
+    """``like_inputs`` (the eager node): each gradient laid out in memory as its input is, so the
+    model's view back to ``(B, S, N * D)`` needs no copy (autograd's reshape copies a transposed one)."""
     sync_threads()
-    dq, dk, dv = (new_output(t.shape, t.dtype) for t in (query, key, value))
+    dq, dk, dv = (new_output_like(t) if like_inputs else new_output(t.shape, t.dtype) for t in (query, key, value))
     _core.flash_attention_score_grad(as_numpy(query), as_numpy(key), as_numpy(value), as_numpy(grad),
                                      _core_mask(masked, is_causal), as_numpy(_lanes(softmax_max)),
                                      as_numpy(_lanes(softmax_sum)), as_numpy(out), dq_out=as_numpy(dq),
@@ -162,14 +169,19 @@ class TilegradAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query: Tensor, key: Tensor, value: Tensor, masked: Optional[Tensor], is_causal: bool,
                 scale: float) -> Tensor:
-        out, softmax_max, softmax_sum = _flash_attention_impl(query, key, value, masked, is_causal, scale)
+        out, softmax_max, softmax_sum = _flash_attention_impl(query, key, value, masked, is_causal, scale,
+                                                              like_inputs=True)
         _save_for_backward(ctx, query, key, value, masked, is_causal, scale, out, softmax_max, softmax_sum)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        dq, dk, dv = _attention_backward(ctx, grad, _flash_attention_backward_impl)
+        dq, dk, dv = _attention_backward(ctx, grad, _eager_backward_kernel)
         return dq, dk, dv, None, None, None
+
+
+def _eager_backward_kernel(*args) -> Tuple[Tensor, Tensor, Tensor]:
+    return _flash_attention_backward_impl(*args, like_inputs=True)
 
 
 def _composite(query: Tensor, key: Tensor, value: Tensor, masked: Optional[Tensor], is_causal: bool,
@@ -284,7 +296,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if path is Path.COMPOSITE:
         return _composite(query, key, value, masked, is_causal, scale)
     if not needs_autograd(query, key, value):
-        return _flash_attention_impl(query, key, value, masked, is_causal, scale)[0]
+        return _flash_attention_impl(query, key, value, masked, is_causal, scale, like_inputs=True)[0]
     return TilegradAttention.apply(query, key, value, masked, is_causal, scale)
 
 
@@ -299,9 +311,9 @@ def hf_attention_forward(module: torch.nn.Module, query: Tensor, key: Tensor, va
     masks (built by SDPA's mask function), causality rule and output layout ``(B, S, N, Dv)``; key and
     value heads are never repeated (GQA runs in the kernel). What SDPA's forward does beyond
     ``F.scaled_dot_product_attention`` (a position bias, a softcap) runs SDPA's forward itself."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
@@ -309,6 +321,7 @@ def hf_attention_forward(module: torch.nn.Module, query: Tensor, key: Tensor, va
     is_causal = query.shape[2] > 1 and attention_mask is None and is_causal
     out = scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
                                        is_causal=is_causal, scale=scaling, enable_gqa=key.shape[1] != query.shape[1])
+    # (a no-op for the (B, S, N, D) projections: the eager node writes the output in the query's layout)
     return out.transpose(1, 2).contiguous(), None
 
 

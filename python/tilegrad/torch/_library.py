@@ -71,10 +71,13 @@ def like_first_argument(*args) -> Tensor:
 
 
 class OpKernel(NamedTuple):
-    """One ``torch.library`` op: its schema (``name(args) -> outputs``), CPU kernel and fake kernel."""
+    """One ``torch.library`` op: its schema (``name(args) -> outputs``), CPU kernel and fake kernel;
+    ``eager``: what the eager node runs instead of ``impl``, where it may do better than an op can
+    (outputs laid out as the inputs are, gradients not wanted left None; default ``impl``)."""
     schema: str
     impl: Callable
     fake: Callable
+    eager: Optional[Callable] = None
 
 
 def _name(schema: str) -> str:
@@ -117,7 +120,7 @@ class KernelFunction:
         self._returns = None if returns is None else tuple(returns)
         setup = setup or self._save_leading_tensors(_leading_tensors(forward.schema))
         backward = backward or self._composite_gradient
-        define(*gradient)
+        define(gradient.schema, gradient.impl, gradient.fake)
         grad_op = getattr(torch.ops.tilegrad, _name(gradient.schema))
 
         def formula(ctx, *grads):
@@ -125,10 +128,10 @@ class KernelFunction:
             return backward(ctx, *returned, grad_op)
 
         self.autograd = (formula, setup)
-        define(*forward, self.autograd)
+        define(forward.schema, forward.impl, forward.fake, self.autograd)
         self.op = getattr(torch.ops.tilegrad, _name(forward.schema))
-        self.node = self._eager_node(node_name, node_doc, forward.impl, gradient.impl, setup, backward,
-                                     materialize_grads)
+        self.node = self._eager_node(node_name, node_doc, forward.eager or forward.impl,
+                                     gradient.eager or gradient.impl, setup, backward, materialize_grads)
 
     def run(self, path: Path, *args):
         """The function on the router's ``path``, with the op's arguments (``Path.TORCH`` calls

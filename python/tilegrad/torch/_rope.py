@@ -19,7 +19,7 @@ from torch import Tensor
 from .. import _core
 from ._eager import on_kernel_path, recompute_grads, rounded_once, route
 from ._library import KernelFunction, OpKernel, like_first_argument
-from ._tensor import as_numpy, new_output, sync_threads
+from ._tensor import as_numpy, new_output, new_output_like, sync_threads
 
 # ---------------------------------------------------------------------------------------------------
 # The formulas in torch ops (the fallback, and on float32 the composite)
@@ -59,11 +59,18 @@ def _rope_composite(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tenso
 # The kernels, the ops and the eager node
 
 
-def _rope_impl(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+def _rope_impl(input: Tensor, cos: Tensor, sin: Tensor, mode: int, like_input: bool = False) -> Tensor:
+    """``like_input`` (the eager node): the output laid out in memory as the input is, so Hugging Face's
+    ``(B, S, N, D)`` projections seen as ``(B, N, S, D)`` stay in that layout through attention (no
+    copy back); the op keeps a contiguous output (its fake kernel says so)."""
     sync_threads()
-    out = new_output(input.shape, input.dtype)
+    out = new_output_like(input) if like_input else new_output(input.shape, input.dtype)
     _core.rotary_position_embedding(as_numpy(input), as_numpy(cos), as_numpy(sin), mode, as_numpy(out))
     return out
+
+
+def _rope_eager(input: Tensor, cos: Tensor, sin: Tensor, mode: int) -> Tensor:
+    return _rope_impl(input, cos, sin, mode, like_input=True)
 
 
 def _rope_setup(ctx, inputs, output) -> None:
@@ -86,24 +93,28 @@ def _rope_backward(ctx, grad: Tensor, grad_kernel):
     return dx, (dcos if wants_trig else None), (dsin if wants_trig else None), None
 
 
-def _rope_grad_impl(grad: Tensor, cos: Tensor, sin: Tensor, input: Optional[Tensor], mode: int
-                    ) -> Tuple[Tensor, Tensor, Tensor]:
+def _rope_grad_kernel(grad: Tensor, cos: Tensor, sin: Tensor, input: Optional[Tensor], mode: int,
+                      like_grad: bool = True) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """dx (laid out as ``grad`` is, with ``like_grad``: the eager node's), and dcos / dsin (cos's shape)
+    when the input is given, else None (nothing computed)."""
     sync_threads()
-    dx = new_output(grad.shape, grad.dtype)
-    dcos, dsin = _trig_grad_outputs(cos, sin, input)
+    dx = new_output_like(grad) if like_grad else new_output(grad.shape, grad.dtype)
+    dcos, dsin = (None, None) if input is None else (new_output(cos.shape, cos.dtype), new_output(sin.shape, sin.dtype))
     _core.rotary_position_embedding_grad(as_numpy(grad), as_numpy(cos), as_numpy(sin),
                                          None if input is None else as_numpy(input), mode, as_numpy(dx),
-                                         None if input is None else as_numpy(dcos),
-                                         None if input is None else as_numpy(dsin))
+                                         None if dcos is None else as_numpy(dcos),
+                                         None if dsin is None else as_numpy(dsin))
     return dx, dcos, dsin
 
 
-def _trig_grad_outputs(cos: Tensor, sin: Tensor, input: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-    """dcos and dsin: cos's shape when the input is given, else 0-element placeholders (nothing is
-    computed then; an op cannot return None)."""
-    if input is None:
-        return cos.new_empty([0]), sin.new_empty([0])
-    return new_output(cos.shape, cos.dtype), new_output(sin.shape, sin.dtype)
+def _rope_grad_impl(grad: Tensor, cos: Tensor, sin: Tensor, input: Optional[Tensor], mode: int
+                    ) -> Tuple[Tensor, Tensor, Tensor]:
+    """The op's kernel: contiguous dx; dcos / dsin not computed are 0-element placeholders (an op
+    cannot return None)."""
+    dx, dcos, dsin = _rope_grad_kernel(grad, cos, sin, input, mode, like_grad=False)
+    if dcos is None:
+        return dx, cos.new_empty([0]), sin.new_empty([0])
+    return dx, dcos, dsin
 
 
 def _rope_grad_fake(grad, cos, sin, input, mode):
@@ -114,9 +125,9 @@ def _rope_grad_fake(grad, cos, sin, input, mode):
 
 _ROPE = KernelFunction(
     OpKernel("rotary_position_embedding(Tensor input, Tensor cos, Tensor sin, int mode) -> Tensor", _rope_impl,
-             like_first_argument),
+             like_first_argument, eager=_rope_eager),
     OpKernel("rotary_position_embedding_grad(Tensor grad, Tensor cos, Tensor sin, Tensor? input, int mode) "
-             "-> (Tensor, Tensor, Tensor)", _rope_grad_impl, _rope_grad_fake),
+             "-> (Tensor, Tensor, Tensor)", _rope_grad_impl, _rope_grad_fake, eager=_rope_grad_kernel),
     node_name="TilegradRope", node_doc="The eager path: ``aclnnRotaryPositionEmbedding(Grad)``.",
     composite=_rope_composite, torch_function=_rope_torch, setup=_rope_setup, backward=_rope_backward)
 TilegradRope = _ROPE.node

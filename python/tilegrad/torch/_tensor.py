@@ -36,13 +36,42 @@ def unsupported_reason(t: torch.Tensor, float_dtypes=KERNEL_FLOAT_DTYPES) -> Opt
     return None
 
 
+# The array-interface type of each dtype handed over directly (bfloat16 as int16, re-labelled after).
+_TYPESTRS = {torch.float32: "<f4", torch.float16: "<f2", torch.bfloat16: "<i2", torch.float64: "<f8",
+             torch.int64: "<i8", torch.int32: "<i4", torch.int16: "<i2", torch.int8: "|i1", torch.uint8: "|u1",
+             torch.bool: "|b1", torch.complex64: "<c8", torch.complex128: "<c16"}
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+class _TensorMemory:
+    """A tensor's memory as NumPy's array interface describes it. The array made from it has this
+    object as its base, which holds the tensor: its memory lives as long as the array, as with
+    ``Tensor.numpy()``."""
+
+    __slots__ = ("__array_interface__", "tensor")
+
+    def __init__(self, t: torch.Tensor, typestr: str) -> None:
+        itemsize = t.element_size()
+        self.tensor = t
+        self.__array_interface__ = {"shape": tuple(t.shape), "typestr": typestr, "data": (t.data_ptr(), False),
+                                    "strides": tuple(s * itemsize for s in t.stride()), "version": 3}
+
+
 def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """The NumPy view of a CPU strided tensor (same memory; any strides; writes go to ``t``)."""
-    if t.requires_grad:
-        t = t.detach()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
+    """The NumPy view of a CPU strided tensor (same memory; any strides; writes go to ``t``).
+
+    Made from the tensor's pointer, sizes and strides (no dispatcher call: ``Tensor.numpy()`` runs
+    four, and a training step hands thousands of tensors to the core); ``Tensor.numpy()`` itself
+    (its checks and errors) for anything else: empty tensors, conjugate / negative views, subclasses."""
+    typestr = _TYPESTRS.get(t.dtype)
+    if (typestr is not None and t.is_cpu and t.layout is torch.strided and type(t) in _PLAIN_TYPES
+            and not t.is_conj() and not t.is_neg() and t.numel() > 0):
+        array = np.asarray(_TensorMemory(t, typestr))
+    else:
+        if t.requires_grad:
+            t = t.detach()
+        array = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
+    return array.view(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16 else array
 
 
 def optional_numpy(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
@@ -212,6 +241,38 @@ def new_output(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     if nbytes < _POOLED_MIN_BYTES or _pool.limit_bytes == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.from_numpy(_pool.take(nbytes)).view(dtype).view(shape)
+
+
+def dense_order(t: torch.Tensor) -> Optional[list]:
+    """``t``'s dims from the outermost in memory to the innermost when ``t`` is a permutation of a
+    C-contiguous tensor (Hugging Face's ``(B, S, N, D)`` projections seen as ``(B, N, S, D)``), else None."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    expected = 1
+    for d in reversed(order):
+        if t.shape[d] > 1 and t.stride(d) != expected:
+            return None
+        expected *= t.shape[d]
+    return order
+
+
+def new_output_like(like: torch.Tensor, last_dim: Optional[int] = None) -> torch.Tensor:
+    """A tensor for a kernel to write of ``like``'s shape (its last dim ``last_dim`` where given) and
+    dtype, laid out in memory in ``like``'s dim order, as ``torch.empty_like`` lays it out: a gradient
+    or output the model views back through the inverse permutation then needs no copy."""
+    shape = list(like.shape)
+    if last_dim is not None:
+        shape[-1] = last_dim
+    order = dense_order(like)
+    if order is None or order == sorted(order):
+        return new_output(shape, like.dtype)
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    if like.dtype.itemsize * step < _POOLED_MIN_BYTES or _pool.limit_bytes == 0:
+        return torch.empty_strided(shape, strides, dtype=like.dtype)
+    return new_output((step,), like.dtype).as_strided(shape, strides)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -162,10 +162,10 @@ def _unique_grads(items):
 
 
 def _global_grad_norm(grads) -> float:
-    """The L2 norm of every grad: the kernel's fixed-order sum for its dtypes, NumPy's pairwise float64
-    sum for float64 (both independent of the thread count)."""
-    kernel = [as_numpy(_real(g)) for g in grads if _real(g).dtype in _KERNEL]
-    wide = [as_numpy(_real(g)) for g in grads if _real(g).dtype not in _KERNEL]
+    """The L2 norm of every grad (their NumPy views): the kernel's fixed-order sum for its dtypes,
+    NumPy's pairwise float64 sum for float64 (both independent of the thread count)."""
+    kernel = [g for g in grads if g.dtype != np.float64]
+    wide = [g for g in grads if g.dtype == np.float64]
     norm = _core.adamw_grad_norm(kernel) if kernel else 0.0
     if not wide:
         return norm
@@ -203,6 +203,30 @@ def _wide_update(p: torch.Tensor, state, group, clip_coef: Optional[float]) -> N
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
+class _Views:
+    """The NumPy views handed to the kernel, of tensors that live from step to step (the moments,
+    master weights, steps and params) made once: each ``as_numpy`` costs several dispatcher calls,
+    and a step hands over five per param. A view is made again when its tensor is another object or
+    its memory moved (``p.data = ...``, a loaded state); views not used in a step are dropped after
+    the next one, so a replaced tensor is not kept alive."""
+
+    def __init__(self) -> None:
+        self._kept = {}
+        self._used = {}
+
+    def new_step(self) -> None:
+        self._kept, self._used = self._used, {}
+
+    def of(self, t: torch.Tensor) -> np.ndarray:
+        """``as_numpy`` of ``t`` (complex: of its real view)."""
+        key = id(t)
+        entry = self._used.get(key) or self._kept.get(key)
+        if entry is None or entry[0] is not t or entry[1] != t.data_ptr() or entry[2] != t.shape:
+            entry = (t, t.data_ptr(), t.shape, as_numpy(_real(t)))
+        self._used[key] = entry
+        return entry[3]
+
+
 class AdamW(torch.optim.Optimizer):
     """AdamW as ``torch.optim.AdamW``, fused on the CPU (see the module docstring).
 
@@ -236,6 +260,7 @@ class AdamW(torch.optim.Optimizer):
         self._step_supports_amp_scaling = bool(self.defaults.get("fused"))
         # p._version right after this optimizer last wrote each master-weights param.
         self._written_versions = {}
+        self._views = _Views()
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -310,15 +335,18 @@ class AdamW(torch.optim.Optimizer):
         grad_scale = _one_element(getattr(self, "grad_scale", None), "grad_scale")
         if grad_scale is not None and grads:
             torch._foreach_div_(grads, grad_scale)  # torch's fused step leaves the grads unscaled too
+        # each grad's NumPy view, made once for the norm and the update
+        grad_views = {id(g): as_numpy(_real(g)) for g in grads}
         norm = None
         if self.max_grad_norm is not None:
-            norm = _global_grad_norm(grads) if grads else 0.0
+            norm = _global_grad_norm(list(grad_views.values())) if grads else 0.0
         self.last_grad_norm = norm
+        self._views.new_step()
         for group, items in plans:
-            self._run_group(group, items, norm)
+            self._run_group(group, items, norm, grad_views)
         return loss
 
-    def _run_group(self, group, items, norm: Optional[float]) -> None:
+    def _run_group(self, group, items, norm: Optional[float], grad_views) -> None:
         buckets = {}
         for p, state in items:
             master = self._uses_master(p)
@@ -326,7 +354,7 @@ class AdamW(torch.optim.Optimizer):
         for (master, dtype), bucket in buckets.items():
             for round_items in _rounds(bucket):
                 if dtype in _KERNEL:
-                    self._run_kernel(group, master, round_items, norm)
+                    self._run_kernel(group, master, round_items, norm, grad_views)
                 else:
                     coef = None if norm is None else _clip_coefficient(self.max_grad_norm, norm)
                     for p, state in round_items:
@@ -334,29 +362,34 @@ class AdamW(torch.optim.Optimizer):
                 if master:
                     self._written_versions.update((p, p._version) for p, _ in round_items)
 
-    def _run_kernel(self, group, master: bool, items, norm: Optional[float]) -> None:
+    def _run_kernel(self, group, master: bool, items, norm: Optional[float], grad_views) -> None:
         """One fused_adamw call. A NaN global norm cannot be handed over (the binding reads a NaN
         grad_norm as "not given"), so it goes in as a NaN grad scale: every update NaN, as
         clip_grad_norm_'s NaN coefficient makes them."""
         beta1, beta2 = group["betas"]
         amsgrad = bool(group["amsgrad"])
         nan_norm = norm is not None and math.isnan(norm)
+        view = self._views.of
+        steps = [view(s["step"]) for _, s in items]
         _core.fused_adamw(
-            params=[as_numpy(s["master_param"]) if master else as_numpy(_real(p)) for p, s in items],
-            grads=[as_numpy(_real(p.grad)) for p, _ in items],
-            exp_avgs=[as_numpy(_real(s["exp_avg"])) for _, s in items],
-            exp_avg_sqs=[as_numpy(_real(s["exp_avg_sq"])) for _, s in items],
-            max_exp_avg_sqs=[as_numpy(_real(s["max_exp_avg_sq"])) for _, s in items] if amsgrad else None,
-            state_steps=[as_numpy(s["step"]) for _, s in items],
+            params=[view(s["master_param"]) if master else view(p) for p, s in items],
+            grads=[grad_views[id(p.grad)] for p, _ in items],
+            exp_avgs=[view(s["exp_avg"]) for _, s in items],
+            exp_avg_sqs=[view(s["exp_avg_sq"]) for _, s in items],
+            max_exp_avg_sqs=[view(s["max_exp_avg_sq"]) for _, s in items] if amsgrad else None,
+            state_steps=steps,
             lr=_number(group["lr"]), beta1=_number(beta1), beta2=_number(beta2),
             weight_decay=float(group["weight_decay"]), eps=float(group["eps"]), amsgrad=amsgrad,
             maximize=bool(group["maximize"]),
             grad_scale=np.full(1, np.nan, dtype=np.float32) if nan_norm else None,
             max_grad_norm=None if nan_norm else self.max_grad_norm,
-            model_params=[as_numpy(p) for p, _ in items] if master else None,
+            model_params=[view(p) for p, _ in items] if master else None,
             grad_norm=None if nan_norm else norm)
         # The vendor's convention: the kernel used t = step + 1; now the step is t, as torch keeps it.
-        torch._foreach_add_([s["step"] for _, s in items], 1)
+        # Added through the NumPy views (torch's _foreach_add_ on the CPU runs an add, a cast and a
+        # copy per 0-d step tensor); float32 + 1, as torch's add_ computes it.
+        for step in steps:
+            np.add(step, np.float32(1), out=step)
 
     def load_state_dict(self, state_dict):
         """torch's loader (it casts every state tensor but ``step`` to its param's dtype), then, with
@@ -368,6 +401,7 @@ class AdamW(torch.optim.Optimizer):
         saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
         super().load_state_dict(state_dict)
         self._written_versions.clear()
+        self._views = _Views()
         if not self.master_weights:
             return
         params = [p for g in self.param_groups for p in g["params"]]

@@ -923,8 +923,9 @@ def _fused_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: Opti
     ``final_logit_softcapping``, Gemma 2 / 3)."""
     if shift_labels is None:
         # the label of position t is token t + 1; the last position has none (ignored), so hidden
-        # stays whole and is never sliced or copied
-        shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+        # stays whole and is never sliced or copied; padded after the slice, so the labels come out
+        # contiguous in one op (the kernel takes them flat)
+        shift_labels = F.pad(labels[..., 1:], (0, 1), value=ignore_index) if labels.shape[-1] else labels
     shift_labels = shift_labels.to(hidden.device).reshape(hidden.shape[:-1])
     reduction = "sum" if num_items_in_batch is not None else "mean"
     loss = TF.linear_cross_entropy(hidden, weight, shift_labels, linear_bias=bias,
