@@ -126,7 +126,7 @@ def main():
     compiled = None if args.no_compile else compiled_sdpa(torch)
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     ceilings = {name: gemm_ceiling(torch, dt, n=512 if args.quick else 2048, reps=reps) for name, dt in dtypes.items()}
-    print("# GEMM ceiling (torch.mm, GFLOP/s): " + ", ".join(f"{n} {c / 1e9:.0f}" for n, c in ceilings.items()))
+    print("# GEMM ceiling (torch.mm or oneDNN matmul, the faster; GFLOP/s): " + ", ".join(f"{n} {c / 1e9:.0f}" for n, c in ceilings.items()))
     rows = [run_case(torch, *case, dtype, reps, compiled, ceilings[dtype]) for case in cases for dtype in dtypes]
     print_table(rows, "flash attention forward + backward (causal)")
 
