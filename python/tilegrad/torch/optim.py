@@ -161,6 +161,11 @@ def _unique_grads(items):
     return list({id(p.grad): p.grad for p, _ in items}.values())
 
 
+def _real_numpy(t: torch.Tensor) -> np.ndarray:
+    """The NumPy view the kernel takes of ``t`` (complex: of its real view)."""
+    return as_numpy(_real(t))
+
+
 def _global_grad_norm(grads) -> float:
     """The L2 norm of every grad (their NumPy views): the kernel's fixed-order sum for its dtypes,
     NumPy's pairwise float64 sum for float64 (both independent of the thread count)."""
@@ -203,30 +208,6 @@ def _wide_update(p: torch.Tensor, state, group, clip_coef: Optional[float]) -> N
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
-class _Views:
-    """The NumPy views handed to the kernel, of tensors that live from step to step (the moments,
-    master weights, steps and params) made once: each ``as_numpy`` costs several dispatcher calls,
-    and a step hands over five per param. A view is made again when its tensor is another object or
-    its memory moved (``p.data = ...``, a loaded state); views not used in a step are dropped after
-    the next one, so a replaced tensor is not kept alive."""
-
-    def __init__(self) -> None:
-        self._kept = {}
-        self._used = {}
-
-    def new_step(self) -> None:
-        self._kept, self._used = self._used, {}
-
-    def of(self, t: torch.Tensor) -> np.ndarray:
-        """``as_numpy`` of ``t`` (complex: of its real view)."""
-        key = id(t)
-        entry = self._used.get(key) or self._kept.get(key)
-        if entry is None or entry[0] is not t or entry[1] != t.data_ptr() or entry[2] != t.shape:
-            entry = (t, t.data_ptr(), t.shape, as_numpy(_real(t)))
-        self._used[key] = entry
-        return entry[3]
-
-
 class AdamW(torch.optim.Optimizer):
     """AdamW as ``torch.optim.AdamW``, fused on the CPU (see the module docstring).
 
@@ -260,7 +241,6 @@ class AdamW(torch.optim.Optimizer):
         self._step_supports_amp_scaling = bool(self.defaults.get("fused"))
         # p._version right after this optimizer last wrote each master-weights param.
         self._written_versions = {}
-        self._views = _Views()
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -336,12 +316,11 @@ class AdamW(torch.optim.Optimizer):
         if grad_scale is not None and grads:
             torch._foreach_div_(grads, grad_scale)  # torch's fused step leaves the grads unscaled too
         # each grad's NumPy view, made once for the norm and the update
-        grad_views = {id(g): as_numpy(_real(g)) for g in grads}
+        grad_views = {id(g): _real_numpy(g) for g in grads}
         norm = None
         if self.max_grad_norm is not None:
             norm = _global_grad_norm(list(grad_views.values())) if grads else 0.0
         self.last_grad_norm = norm
-        self._views.new_step()
         for group, items in plans:
             self._run_group(group, items, norm, grad_views)
         return loss
@@ -369,21 +348,20 @@ class AdamW(torch.optim.Optimizer):
         beta1, beta2 = group["betas"]
         amsgrad = bool(group["amsgrad"])
         nan_norm = norm is not None and math.isnan(norm)
-        view = self._views.of
-        steps = [view(s["step"]) for _, s in items]
+        steps = [_real_numpy(s["step"]) for _, s in items]
         _core.fused_adamw(
-            params=[view(s["master_param"]) if master else view(p) for p, s in items],
+            params=[_real_numpy(s["master_param"]) if master else _real_numpy(p) for p, s in items],
             grads=[grad_views[id(p.grad)] for p, _ in items],
-            exp_avgs=[view(s["exp_avg"]) for _, s in items],
-            exp_avg_sqs=[view(s["exp_avg_sq"]) for _, s in items],
-            max_exp_avg_sqs=[view(s["max_exp_avg_sq"]) for _, s in items] if amsgrad else None,
+            exp_avgs=[_real_numpy(s["exp_avg"]) for _, s in items],
+            exp_avg_sqs=[_real_numpy(s["exp_avg_sq"]) for _, s in items],
+            max_exp_avg_sqs=[_real_numpy(s["max_exp_avg_sq"]) for _, s in items] if amsgrad else None,
             state_steps=steps,
             lr=_number(group["lr"]), beta1=_number(beta1), beta2=_number(beta2),
             weight_decay=float(group["weight_decay"]), eps=float(group["eps"]), amsgrad=amsgrad,
             maximize=bool(group["maximize"]),
             grad_scale=np.full(1, np.nan, dtype=np.float32) if nan_norm else None,
             max_grad_norm=None if nan_norm else self.max_grad_norm,
-            model_params=[view(p) for p, _ in items] if master else None,
+            model_params=[_real_numpy(p) for p, _ in items] if master else None,
             grad_norm=None if nan_norm else norm)
         # The vendor's convention: the kernel used t = step + 1; now the step is t, as torch keeps it.
         # Added through the NumPy views (torch's _foreach_add_ on the CPU runs an add, a cast and a
@@ -401,7 +379,6 @@ class AdamW(torch.optim.Optimizer):
         saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
         super().load_state_dict(state_dict)
         self._written_versions.clear()
-        self._views = _Views()
         if not self.master_weights:
             return
         params = [p for g in self.param_groups for p in g["params"]]
