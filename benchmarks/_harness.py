@@ -110,20 +110,14 @@ def gemm_ceiling(torch, dtype, n: int = 2048, reps: int = 5) -> float:
     own multi-threaded matmul (the one tilegrad links): the ceiling a GEMM-bound step can reach (measure
     it in the same run as what it is compared with). Both, because torch's float32 ``mm`` is MKL's,
     which on AMD CPUs runs a narrower code path at about half of oneDNN's float32 rate."""
+    from tilegrad.torch._tensor import as_numpy
+
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     torch_seconds = time_min(lambda: torch.mm(a, b), reps=reps)
-    x, y, out = _as_numpy(torch, a), _as_numpy(torch, b), np.empty((n, n), np.float32)
+    x, y, out = as_numpy(a), as_numpy(b), np.empty((n, n), np.float32)
     threads = torch.get_num_threads()
     onednn_seconds = time_min(lambda: _core._onednn_matmul(x, y, out, threads), reps=reps)
     return 2 * n ** 3 / min(torch_seconds, onednn_seconds)
-
-
-def _as_numpy(torch, t) -> np.ndarray:
-    """A CPU tensor's data as a NumPy array (bfloat16 through ml_dtypes, which NumPy lacks)."""
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
 
 
 def rel_error(approx: np.ndarray, exact: np.ndarray) -> float:
