@@ -158,16 +158,20 @@ class LayerNormBackwardLaunch final : public core::Launch {
       float* pw = params ? t.tiles.partial(pw_all, blk) : nullptr;
       float* pb = params ? t.tiles.partial(pb_all, blk) : nullptr;
       if (params) std::memset(pw, 0, t.cols * sizeof(float)), std::memset(pb, 0, t.cols * sizeof(float));
-      for (int64_t r = t.tile_begin(blk); r < t.tile_end(blk); ++r) {
-        const char* dyr = dy_.row(r);
-        const char* xr = x_.row(r);
-        if (!dy_.dense()) dy_.gather(r, sdy), dyr = sdy;
-        if (!x_.dense()) x_.gather(r, sx), xr = sx;
-        char* dxr = !has_dx_ ? nullptr : dx_.dense() ? dx_.row(r) : sdx;
-        const float mean = static_cast<float>(core::load_float_element(stats_dtype_, mean_.row(r)));
-        const float rstd = static_cast<float>(core::load_float_element(stats_dtype_, rstd_.row(r)));
-        kernel_(dtype_, dyr, xr, w, mean, rstd, dxr, pw, pb, t.cols, inv_n, t.streaming_stores);
-        if (has_dx_ && !dx_.dense()) dx_.scatter(r, sdx);
+      const int64_t end = t.tile_end(blk);
+      for (int64_t r0 = t.tile_begin(blk); r0 < end; r0 += t.sweep_rows) {
+        LayerNormBackwardSweep s;
+        s.count = std::min(t.sweep_rows, end - r0);
+        for (int64_t j = 0; j < s.count; ++j) {  // rows are gathered only when a sweep is one row
+          const int64_t r = r0 + j;
+          s.dy[j] = dy_.dense() ? dy_.row(r) : (dy_.gather(r, sdy), sdy);
+          s.x[j] = x_.dense() ? x_.row(r) : (x_.gather(r, sx), sx);
+          s.dx[j] = !has_dx_ ? nullptr : dx_.dense() ? dx_.row(r) : sdx;
+          s.mean[j] = static_cast<float>(core::load_float_element(stats_dtype_, mean_.row(r)));
+          s.rstd[j] = static_cast<float>(core::load_float_element(stats_dtype_, rstd_.row(r)));
+        }
+        kernel_(dtype_, s, w, pw, pb, t.cols, inv_n, t.streaming_stores);
+        if (has_dx_ && !dx_.dense()) dx_.scatter(r0, sdx);
       }
     });
     float* sums = t.sums(ws);
@@ -192,7 +196,7 @@ class LayerNormBackwardLaunch final : public core::Launch {
   bool has_w_ = false, has_dx_ = false, has_dw_ = false, has_db_ = false;
   RowView dy_, x_, mean_, rstd_, w_, dx_, dw_, db_;
   LayerNormBackwardTiling tiling_;
-  LayerNormBackwardRowFn kernel_ = nullptr;
+  LayerNormBackwardSweepFn kernel_ = nullptr;
 };
 
 }  // namespace
