@@ -129,9 +129,9 @@ void gemm_abt(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, 
   core::gemm_plain(rowmajor(a, dt, m, k, lda), rowmajor(b, dt, n, k, ldb).t(), rowmajor(c, m, n, ldc), false, 1);
 }
 
-void gemm_ab_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
-                 int64_t n, int64_t k) {
-  core::gemm_plain(rowmajor(a, dt, m, k, lda), rowmajor(b, dt, k, n, ldb), rowmajor(c, m, n, ldc), true, 1);
+void gemm_ab(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+             int64_t n, int64_t k, bool accumulate) {
+  core::gemm_plain(rowmajor(a, dt, m, k, lda), rowmajor(b, dt, k, n, ldb), rowmajor(c, m, n, ldc), accumulate, 1);
 }
 
 void gemm_atb_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,

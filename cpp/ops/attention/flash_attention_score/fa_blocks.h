@@ -72,13 +72,18 @@ bool block_windows(const Problem& p, const RowBlock& rb, int64_t c0, int64_t col
 void apply_mask(const Problem& p, const RowBlock& rb, int64_t c0, const int64_t* lo, const int64_t* hi, float* s,
                 int64_t ld);
 
-// c (m x n, ldc) = a (m x k, lda) b^T (b: n x k, ldb); or c += a b (b: k x n, ldb); or c += a^T b
-// (a: k x m, lda). a and b of dtype dt (fp32 or bf16; leading dims in elements), c fp32. One
-// single-threaded oneDNN call each (results independent of the thread count).
+// c (m x n, ldc) = a (m x k, lda) b^T (b: n x k, ldb); or c = a b (b: k x n, ldb), c += a b when
+// `accumulate`; or c += a^T b (a: k x m, lda). a and b of dtype dt (fp32 or bf16; leading dims in
+// elements), c fp32. One single-threaded oneDNN call each (results independent of the thread count;
+// a call's sums run in one order fixed by its shape, the accumulation into c included).
 void gemm_abt(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
               int64_t n, int64_t k);
-void gemm_ab_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
-                 int64_t n, int64_t k);
+void gemm_ab(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+             int64_t n, int64_t k, bool accumulate);
+inline void gemm_ab_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc,
+                        int64_t m, int64_t n, int64_t k) {
+  gemm_ab(dt, a, lda, b, ldb, c, ldc, m, n, k, true);
+}
 void gemm_atb_add(DType dt, const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
                   int64_t n, int64_t k);
 

@@ -1,8 +1,10 @@
-// aclnnFlashAttentionScoreGrad: validation, the two-pass grad launch (pass A: dQ per query block;
-// pass B: dK, dV per kv block over the query blocks, the group's query heads stacked in each), native C++ API and C ABI. Both passes
-// recompute P = exp(S - max) / sum from the forward's statistics; every accumulation is fp32 in a
-// fixed block order and each gradient is rounded once.
+// aclnnFlashAttentionScoreGrad: validation, the one-pass grad launch (per (batch, kv head, kv group):
+// each kv block's dK and dV over the query blocks, the group's query heads stacked in each, and dQ's
+// contributions into the group's fp32 slab; then the slabs summed into dQ), native C++ API and C ABI.
+// P = exp(S - max) / sum is recomputed once per (query block, kv block) from the forward's
+// statistics; every accumulation is fp32 in a fixed block order and each gradient is rounded once.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -123,17 +125,18 @@ class FlashAttentionGradLaunch final : public core::Launch {
     row_max_ = reinterpret_cast<float*>(ws + t.stats_offset);
     inv_sum_ = row_max_ + rows;
     rowdot_ = inv_sum_ + rows;
+    dq_slabs_ = ws + t.dq_offset;
+    written_ = reinterpret_cast<uint8_t*>(ws + t.written_offset);
     fa::pack_operand(op_, q_, g.batch, g.heads, g.q_len, g.head_dim, g.group, p_.scale, qp_, kernels_, t.threads);
     fa::pack_operand(op_, k_, g.batch, g.kv_heads, g.kv_len, g.head_dim, 1, 1.0f, kp_, kernels_, t.threads);
     fa::pack_operand(op_, v_, g.batch, g.kv_heads, g.kv_len, g.value_dim, 1, 1.0f, vp_, kernels_, t.threads);
     fa::pack_operand(op_, dy_, g.batch, g.heads, g.q_len, g.value_dim, g.group, 1.0f, dyp_, kernels_, t.threads);
     core::parallel_for(rows, t.threads, [&](int64_t row) { row_stats(row); });
-    // Pass A's later query blocks and pass B's earlier kv blocks see the most of a causal mask: first.
-    char* scratch = ws + t.scratch_offset;
-    fa::run_tasks(t.tasks, t.threads, scratch, t.scratch_bytes_per_thread, true,
-                  [&](int64_t task, char* mine) { dq_task(task, mine); });
-    fa::run_tasks(t.grad_kv_tasks, t.threads, scratch, t.scratch_bytes_per_thread, false,
-                  [&](int64_t task, char* mine) { dkv_task(task, mine); });
+    // Group 0's tasks come first: under a causal mask its kv blocks (0, kv_groups, ...) are each the
+    // earliest of their round, seen by the most query blocks.
+    fa::run_tasks(t.grad_tasks, t.threads, ws + t.scratch_offset, t.scratch_bytes_per_thread, false,
+                  [&](int64_t task, char* mine) { group_task(task, mine); });
+    core::parallel_for(g.batch * g.kv_heads * t.grad_q_blocks, t.threads, [&](int64_t unit) { store_dq(unit); });
   }
 
  private:
@@ -211,52 +214,84 @@ class FlashAttentionGradLaunch final : public core::Launch {
     return {b, kvh * p_.g.group, p_.g.group, i0, std::min(positions, p_.g.q_len - i0)};
   }
 
-  // Pass A: dQ of one (batch, kv head, query block), the group's heads stacked, = scale * sum over kv
-  // blocks of dS K.
-  void dq_task(int64_t task, char* scratch) const {
-    const FlashAttentionTiling& t = tiling_;
-    const fa::Geometry& g = p_.g;
-    const Block blk = block_of(scratch);
-    const int64_t qb = task % t.q_blocks, kvh = (task / t.q_blocks) % g.kv_heads, b = task / (t.q_blocks * g.kv_heads);
-    const fa::RowBlock rb = query_block(b, kvh, qb * t.block_q, t.block_q);
-    const int64_t rows = rb.rows(), d = g.head_dim;
-    const char* kh = fa::element(kp_, op_, (b * g.kv_heads + kvh) * g.kv_len * d);
-    std::fill(blk.acc, blk.acc + rows * d, 0.0f);
-    const fa::KvRange range = fa::kv_range(p_, rb.i0, rb.positions, t.block_kv);
-    for (int64_t c0 = range.begin; c0 < range.end; c0 += t.block_kv) {
-      const int64_t cols = std::min(t.block_kv, g.kv_len - c0);
-      if (!probabilities_and_ds(blk, t.block_kv, rb, c0, cols)) continue;
-      fa::gemm_ab_add(op_, blk.ds, t.block_kv, fa::element(kh, op_, c0 * d), d, blk.acc, d, rows, d, cols);
-    }
-    fa::store_rows(dq_, rb, d, blk.acc, d, nullptr, p_.scale, kernels_);
+  // One task's dQ slab: row r of its (batch, kv head)'s stacked rows at dq + r * D; written[qb] set
+  // once the group has written query block qb's rows.
+  struct Slab {
+    float* dq;
+    uint8_t* written;
+  };
+  Slab slab_of(int64_t pair, int64_t group) const {
+    const int64_t index = pair * tiling_.kv_groups + group;
+    return {reinterpret_cast<float*>(dq_slabs_ + index * tiling_.dq_slab_bytes), written_ + index * tiling_.grad_q_blocks};
   }
 
-  // Pass B: dK, dV of one (batch, kv head, kv block), summed over the query blocks in order; each
-  // block stacks the group's heads, so their sum runs inside one GEMM. dK = scale dS^T Q, dV = P^T dY.
-  void dkv_task(int64_t task, char* scratch) const {
+  // One (batch, kv head, kv group): the group's kv blocks (kv_groups apart) in order. Task order:
+  // group-major, so every (batch, kv head)'s group 0 comes first.
+  void group_task(int64_t task, char* scratch) const {
+    const FlashAttentionTiling& t = tiling_;
+    const int64_t pairs = p_.g.batch * p_.g.kv_heads;
+    const int64_t pair = task % pairs, group = task / pairs;
+    const Slab slab = slab_of(pair, group);
+    std::fill(slab.written, slab.written + t.grad_q_blocks, uint8_t{0});
+    const Block blk = block_of(scratch);
+    for (int64_t kb = group; kb < t.grad_kv_blocks; kb += t.kv_groups) kv_block(pair, kb, blk, slab);
+  }
+
+  // dK, dV of kv block kb of (batch, kv head) `pair`, summed over the query blocks in order; each
+  // block stacks the group's heads, so their sum runs inside one GEMM. dK = scale dS^T Q, dV = P^T dY;
+  // the query block's dQ contribution dS K goes into the slab (its first one written, later ones
+  // added: the slab holds this group's partial sum of dQ).
+  void kv_block(int64_t pair, int64_t kb, const Block& blk, const Slab& slab) const {
     const FlashAttentionTiling& t = tiling_;
     const fa::Geometry& g = p_.g;
-    const Block blk = block_of(scratch);
-    const int64_t kb = task % t.grad_kv_blocks, kvh = (task / t.grad_kv_blocks) % g.kv_heads;
-    const int64_t b = task / (t.grad_kv_blocks * g.kv_heads);
+    const int64_t b = pair / g.kv_heads, kvh = pair % g.kv_heads;
     const int64_t c0 = kb * t.grad_block_kv, cols = std::min(t.grad_block_kv, g.kv_len - c0);
     const int64_t d = g.head_dim, dv = g.value_dim, ld = t.grad_block_kv;
+    const char* kblock = fa::element(kp_, op_, (pair * g.kv_len + c0) * d);
     std::fill(blk.acc, blk.acc + cols * d, 0.0f);
     std::fill(blk.acc2, blk.acc2 + cols * dv, 0.0f);
-    for (int64_t i0 = 0; i0 < g.q_len; i0 += t.grad_block_q) {
-      const fa::RowBlock rb = query_block(b, kvh, i0, t.grad_block_q);
-      const fa::KvRange range = fa::kv_range(p_, i0, rb.positions, 1);
+    for (int64_t qb = 0; qb < t.grad_q_blocks; ++qb) {
+      const fa::RowBlock rb = query_block(b, kvh, qb * t.grad_block_q, t.grad_block_q);
+      const fa::KvRange range = fa::kv_range(p_, rb.i0, rb.positions, 1);
       if (range.end <= c0 || range.begin >= c0 + cols) continue;
       if (!probabilities_and_ds(blk, ld, rb, c0, cols)) continue;
       const int64_t row0 = packed_row0(rb), rows = rb.rows();
       fa::gemm_atb_add(op_, blk.p, ld, fa::element(dyp_, op_, row0 * dv), dv, blk.acc2, dv, cols, dv, rows);
       fa::gemm_atb_add(op_, blk.ds, ld, fa::element(qp_, op_, row0 * d), d, blk.acc, d, cols, d, rows);
+      fa::gemm_ab(op_, blk.ds, ld, kblock, d, slab.dq + rb.i0 * g.group * d, d, rows, d, cols, slab.written[qb] != 0);
+      slab.written[qb] = 1;
     }
     // fp32 operands: q was packed pre-scaled; bf16 operands: the scale comes here.
     const float dk_scale = op_ == DType::kBFloat16 ? p_.scale : 1.0f;
     const fa::RowBlock kv_rows{b, kvh, 1, c0, cols};
     fa::store_rows(dk_, kv_rows, d, blk.acc, d, nullptr, dk_scale, kernels_);
     fa::store_rows(dv_, kv_rows, dv, blk.acc2, dv, nullptr, 1.0f, kernels_);
+  }
+
+  // dQ of one (batch, kv head, query block) = scale * the sum of the slabs that wrote it, added in
+  // group order into the first of them (none: 0), rounded once.
+  void store_dq(int64_t unit) const {
+    const FlashAttentionTiling& t = tiling_;
+    const fa::Geometry& g = p_.g;
+    const int64_t qb = unit % t.grad_q_blocks, pair = unit / t.grad_q_blocks;
+    const fa::RowBlock rb = query_block(pair / g.kv_heads, pair % g.kv_heads, qb * t.grad_block_q, t.grad_block_q);
+    const int64_t d = g.head_dim, first = rb.i0 * g.group * d, n = rb.rows() * d;
+    float* sum = nullptr;
+    for (int64_t group = 0; group < t.kv_groups; ++group) {
+      const Slab slab = slab_of(pair, group);
+      if (!slab.written[qb]) continue;
+      float* part = slab.dq + first;
+      if (sum == nullptr) {
+        sum = part;
+      } else {
+        for (int64_t e = 0; e < n; ++e) sum[e] += part[e];
+      }
+    }
+    if (sum == nullptr) {
+      sum = slab_of(pair, 0).dq + first;
+      std::fill(sum, sum + n, 0.0f);
+    }
+    fa::store_rows(dq_, rb, d, sum, d, nullptr, p_.scale, kernels_);
   }
 
   fa::Problem p_;
@@ -267,6 +302,8 @@ class FlashAttentionGradLaunch final : public core::Launch {
   DType op_ = DType::kFloat32;  // the packed operands' dtype
   char *qp_ = nullptr, *kp_ = nullptr, *vp_ = nullptr, *dyp_ = nullptr;
   float *row_max_ = nullptr, *inv_sum_ = nullptr, *rowdot_ = nullptr;
+  char* dq_slabs_ = nullptr;
+  uint8_t* written_ = nullptr;
 };
 
 }  // namespace

@@ -15,11 +15,16 @@ constexpr const char* kOp = "aclnnFlashAttentionScore";
 constexpr int64_t kBlockQ = 128;
 constexpr int64_t kBlockKv = 512;
 constexpr int64_t kStackRows = 256;
-// Pass B (dK, dV): kv blocks of 128 give B * N2 * Skv / 128 tasks to spread over the threads; the
-// stacked query block (the GEMMs' reduction) holds up to kGradStackRows rows.
+// Grad: kv blocks of 128 columns; the stacked query block (dK's and dV's GEMM reduction, dQ's GEMM
+// rows) holds up to kGradStackRows rows.
 constexpr int64_t kGradBlockKv = 128;
 constexpr int64_t kGradBlockQ = 256;
 constexpr int64_t kGradStackRows = 512;
+// Grad: each (batch, kv head)'s kv blocks are dealt into at most kKvGroups groups, one task (and one
+// fp32 dQ slab) each: enough tasks for two cores at B * N2 = 1, while the slabs (kKvGroups x fp32 dQ
+// of workspace, read once more to sum them) stay small. A constant, so dQ's sums are grouped by Skv
+// alone.
+constexpr int64_t kKvGroups = 4;
 // Fewest positions per stacked block (a large group still gets blocks of whole vectors of rows).
 constexpr int64_t kMinPositions = 16;
 
@@ -47,6 +52,9 @@ void plan_common(FlashAttentionTiling& t, const FlashAttentionShape& s, const co
   t.shape = s;
   t.isa = p.isa;
   t.group = s.kv_heads > 0 ? std::max<int64_t>(1, s.heads / s.kv_heads) : 1;
+}
+
+void plan_forward_blocks(FlashAttentionTiling& t, const FlashAttentionShape& s) {
   t.block_q = stacked_positions(kBlockQ, kStackRows, t.group, s.q_len);
   t.block_kv = std::max<int64_t>(1, std::min(kBlockKv, s.kv_len));
   t.q_blocks = ceil_div(s.q_len, t.block_q);
@@ -79,11 +87,11 @@ FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t) {
   };
   sc.s = take(block * 4);
   sc.dp = t.grad ? take(block * 4) : at;
-  // Forward: G block_q x Dv (output); pass A: G block_q x D (dQ); pass B: kv block x D (dK), x Dv (dV).
+  // Forward: G block_q x Dv (output); grad: kv block x D (dK), x Dv (dV).
   sc.acc = take(std::max(t.block_q * t.group, t.grad_block_kv) * s.head_dim * 4);
   sc.acc2 = t.grad ? take(t.grad_block_kv * s.value_dim * 4) : at;
-  sc.row_max = take(rows * 4);
-  sc.row_sum = take(rows * 4);
+  sc.row_max = t.grad ? at : take(rows * 4);
+  sc.row_sum = t.grad ? at : take(rows * 4);
   sc.lo = take(rows * 8);
   sc.hi = take(rows * 8);
   sc.p16 = s.bf16_operands ? take(block * 2) : at;
@@ -95,6 +103,7 @@ FlashAttentionScratch flash_attention_scratch(const FlashAttentionTiling& t) {
 FlashAttentionTiling flash_attention_score_tiling(const FlashAttentionShape& s, const core::Platform& p) {
   FlashAttentionTiling t;
   plan_common(t, s, p);
+  plan_forward_blocks(t, s);
   t.q_offset = 0;
   const int64_t e = operand_bytes(s);
   t.k_offset = packed_bytes(s.batch, s.heads, s.q_len, s.head_dim, e);
@@ -112,8 +121,12 @@ FlashAttentionTiling flash_attention_score_grad_tiling(const FlashAttentionShape
   plan_common(t, s, p);
   t.grad_block_kv = std::max<int64_t>(1, std::min(kGradBlockKv, s.kv_len));
   t.grad_block_q = stacked_positions(kGradBlockQ, kGradStackRows, t.group, s.q_len);
+  t.grad_q_blocks = ceil_div(s.q_len, t.grad_block_q);
   t.grad_kv_blocks = ceil_div(s.kv_len, t.grad_block_kv);
-  t.grad_kv_tasks = core::checked_mul(kOp, "tasks", core::checked_mul(kOp, "tasks", s.batch, s.kv_heads), t.grad_kv_blocks);
+  // At least one group: with Skv = 0 its slab is dQ's zeros.
+  t.kv_groups = std::max<int64_t>(1, std::min(kKvGroups, t.grad_kv_blocks));
+  const int64_t pairs = core::checked_mul(kOp, "tasks", s.batch, s.kv_heads);
+  t.grad_tasks = core::checked_mul(kOp, "tasks", pairs, t.kv_groups);
   int64_t at = 0;
   const auto take = [&](int64_t bytes) {
     const int64_t here = at;
@@ -126,7 +139,11 @@ FlashAttentionTiling flash_attention_score_grad_tiling(const FlashAttentionShape
   t.v_offset = take(packed_bytes(s.batch, s.kv_heads, s.kv_len, s.value_dim, e));
   t.dy_offset = take(packed_bytes(s.batch, s.heads, s.q_len, s.value_dim, e));
   t.stats_offset = take(packed_bytes(s.batch, s.heads, s.q_len, 3));
-  finish(t, at, std::max(t.tasks, t.grad_kv_tasks), p);
+  t.dq_slab_bytes = packed_bytes(1, t.group, s.q_len, s.head_dim);
+  t.dq_offset = take(core::checked_mul(kOp, "workspace", t.grad_tasks, t.dq_slab_bytes));
+  t.written_offset = take(round64(core::checked_mul(kOp, "workspace", t.grad_tasks, t.grad_q_blocks)));
+  // The tasks, then B * N2 * grad_q_blocks units summing the slabs into dQ.
+  finish(t, at, std::max(t.grad_tasks, core::checked_mul(kOp, "tasks", pairs, t.grad_q_blocks)), p);
   return t;
 }
 
@@ -139,14 +156,17 @@ void FlashAttentionTiling::describe(core::FieldVisitor& v) const {
             {"head_dim", shape.head_dim},
             {"value_dim", shape.value_dim},
             {"bf16_operands", shape.bf16_operands},
-            {"group", group},
-            {"block_q", block_q},
-            {"block_kv", block_kv},
-            {"tasks", tasks},
-            {"grad_block_q", grad_block_q},
-            {"grad_block_kv", grad_block_kv},
-            {"grad_kv_tasks", grad_kv_tasks},
-            {"threads_used", threads},  // the launch line has "threads" (the pool) already
+            {"group", group}});
+  if (grad) {
+    v.fields({{"grad_block_q", grad_block_q},
+              {"grad_block_kv", grad_block_kv},
+              {"kv_groups", kv_groups},
+              {"grad_tasks", grad_tasks},
+              {"dq_slab_bytes", dq_slab_bytes}});
+  } else {
+    v.fields({{"block_q", block_q}, {"block_kv", block_kv}, {"tasks", tasks}});
+  }
+  v.fields({{"threads_used", threads},  // the launch line has "threads" (the pool) already
             {"workspace_bytes", workspace_bytes},
             {"isa", isa}});
 }
