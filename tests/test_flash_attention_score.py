@@ -360,3 +360,39 @@ def test_gqa_one_and_two_threads_bit_identical(threads, n1, n2, dtype):
         results.append([x.view(np.uint8) for x in (out, smax, ssum) + tuple(grads)])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+# The grad runs one task per (batch, kv head, kv group): each (batch, kv head)'s kv blocks of 128 columns
+# are dealt round-robin into at most 4 groups, and dQ is the sum of the groups' fp32 slabs in group
+# order. Skv = 1100 gives 9 kv blocks (groups of 3, 2, 2, 2 blocks), Sq = 300 several query blocks.
+@pytest.mark.parametrize("kind", ["causal", "band", "explicit_per_head", "explicit_and_band"])
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_kv_groups_of_several_blocks_match_the_reference(kind, dtype):
+    sq, skv = 300, 1100
+    q, k, v, dy = _inputs("BSND", b=2, n1=6, n2=2, sq=sq, skv=skv, d=16, dv=16, dtype=dtype, seed=45)
+    _check_all(q, k, v, dy, 6, "BSND", **_gqa_mask_args(kind, 6, sq, skv))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("kind", ["causal", "explicit_per_head"])
+def test_batch_elements_alone_give_the_same_bits(dtype, kind):
+    # dQ's sums are grouped by the kv block grid of one (batch, kv head), never by B: each batch element
+    # run alone gives the batch's bits exactly, the forward's and every gradient's.
+    n1, n2, sq, skv = 6, 2, 300, 530
+    q, k, v, dy = _inputs("BSND", b=2, n1=n1, n2=n2, sq=sq, skv=skv, d=16, dv=16, dtype=dtype, seed=46)
+    args = _gqa_mask_args(kind, n1, sq, skv)
+    out, smax, ssum = tg.flash_attention_score(q, k, v, n1, "BSND", **args)
+    grads = tg.flash_attention_score_grad(q, k, v, dy, n1, "BSND", softmax_max=smax, softmax_sum=ssum,
+                                          attention_out=out, **args)
+    for b in range(2):
+        one = slice(b, b + 1)
+        args_b = dict(args)
+        if args["atten_mask"].shape[0] == 2:  # [B, N1, Sq, Skv]: this element's rows
+            args_b["atten_mask"] = args["atten_mask"][one]
+        fwd = tg.flash_attention_score(q[one], k[one], v[one], n1, "BSND", **args_b)
+        for got, want in zip(fwd, (out, smax, ssum)):
+            np.testing.assert_array_equal(got.view(np.uint8), want[one].view(np.uint8))
+        alone = tg.flash_attention_score_grad(q[one], k[one], v[one], dy[one], n1, "BSND", softmax_max=smax[one],
+                                              softmax_sum=ssum[one], attention_out=out[one], **args_b)
+        for name, got, want in zip(("dq", "dk", "dv"), alone, grads):
+            np.testing.assert_array_equal(got.view(np.uint8), want[one].view(np.uint8), err_msg=name)
