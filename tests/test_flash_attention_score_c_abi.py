@@ -82,6 +82,32 @@ def test_workspace_rules():
         assert "workspace" in last_error()
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_grad_workspace_is_the_plans_and_enough(dtype):
+    # Skv = 300: three 128-column kv blocks, so three kv groups and their fp32 dQ slabs. The size phase 1
+    # reports is the plan's exactly, and a launch in that much uninitialised workspace (launch() takes
+    # np.empty) gives the Python API's bits.
+    from tilegrad import _core
+    q, k, v = normal((1, 40, 4, 16), dtype, 5), normal((1, 300, 2, 16), dtype, 6), normal((1, 300, 2, 16), dtype, 7)
+    dy = normal((1, 40, 4, 16), dtype, 8)
+    mask = np.triu(np.ones((2048, 2048), np.uint8), 1)
+    out, smax, ssum = tg.flash_attention_score(q, k, v, 4, "BSND", scale_value=0.5, atten_mask=mask, sparse_mode=3)
+    want = tg.flash_attention_score_grad(q, k, v, dy, 4, "BSND", softmax_max=smax, softmax_sum=ssum,
+                                         attention_out=out, scale_value=0.5, atten_mask=mask, sparse_mode=3)
+    plan = _core._flash_attention_score_grad_tiling(1, 4, 2, 40, 300, 16, 16, threads=tg.get_num_threads())
+    assert plan["kv_groups"] == 3
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    with AclTensors() as t:
+        status, ws, ex = get_workspace_size(BWD, _bwd_args(t, q, k, v, dy, smax, ssum, out, dq, dk, dv, mask=mask,
+                                                            mode=3))
+        assert status == ACLNN_SUCCESS
+        if dtype == F32:  # the hook plans fp32 operands (bf16 inputs: bf16 operands, another size)
+            assert ws == plan["workspace_bytes"]
+        assert launch(BWD, ex, ws) == ACLNN_SUCCESS
+    for got, w in zip((dq, dk, dv), want):
+        np.testing.assert_array_equal(got.view(np.uint8), w.view(np.uint8))
+
+
 @pytest.mark.parametrize("which", ["query", "key", "value", "softmaxMaxOut", "softmaxSumOut", "attentionOutOut",
                                    "inputLayout"])
 def test_null_required_argument(which):

@@ -222,7 +222,8 @@ class FlashAttentionGradLaunch final : public core::Launch {
   };
   Slab slab_of(int64_t pair, int64_t group) const {
     const int64_t index = pair * tiling_.kv_groups + group;
-    return {reinterpret_cast<float*>(dq_slabs_ + index * tiling_.dq_slab_bytes), written_ + index * tiling_.grad_q_blocks};
+    return {reinterpret_cast<float*>(dq_slabs_ + index * tiling_.dq_slab_bytes),
+            written_ + index * tiling_.grad_q_blocks};
   }
 
   // One (batch, kv head, kv group): the group's kv blocks (kv_groups apart) in order. Task order:
