@@ -68,12 +68,18 @@ def test_strided_and_out(isa):
     assert (dxbuf[:, ::2].astype(F32) == 0).all() and np.isnan(dgbuf[1::2]).all()
 
 
-def test_in_place_on_dy():
-    dy, x, rstd, g = _inputs((16, 80), 1, F32, 9)
+@pytest.mark.parametrize("over", ["dy", "x"])
+@pytest.mark.parametrize("shape", [(16, 80), (300, 200)])  # one sweep of rows; several per block
+def test_in_place(over, shape):
+    # dgamma sums dy * x * rstd over the rows: it must read them before dx overwrites them
+    dy, x, rstd, g = _inputs(shape, 1, BF16, 9)
     want = tg.rms_norm_grad(dy, x, rstd, g)
-    got, _ = tg.rms_norm_grad(dy, x, rstd, g, out=dy)
-    assert got is dy
-    np.testing.assert_array_equal(dy, want[0])
+    target = (dy if over == "dy" else x).copy()
+    args = (target, x, rstd, g) if over == "dy" else (dy, target, rstd, g)
+    got = tg.rms_norm_grad(*args, out=target)
+    assert got[0] is target
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(a.view(np.uint8), e.view(np.uint8))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)

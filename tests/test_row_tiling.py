@@ -132,10 +132,11 @@ def test_backward_streaming_and_scratch(family):
         assert least <= b["workspace_bytes"] <= most
 
 
-def test_layer_norm_backward_sweeps():
+@bwd_families
+def test_backward_sweeps(family):
     # rows per kernel call: their dy and x rows within a quarter of the L2 (1 MiB here), 1..32 rows,
     # never a function of the thread count; one row when rows are gathered into scratch rows
-    spec = BACKWARDS["layer_norm_backward"]
+    spec = BACKWARDS[family]
     for cols, elem, want in [(2048, 2, 32), (2048, 4, 16), (4096, 4, 8), (1 << 20, 2, 1), (8, 2, 32)]:
         for threads in (1, 2, 7, 64):
             assert tiling(spec, 4096, cols, threads, elem)["sweep_rows"] == want

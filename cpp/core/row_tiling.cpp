@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/row_sweep.h"
 #include "core/tiling.h"
 #include "core/workspace.h"
 
@@ -60,6 +61,10 @@ RowTiling row_tiling(const RowOpNeeds& needs, int64_t rows, int64_t cols, int64_
       std::max<int64_t>(1, std::min<int64_t>(useful_threads(rows * cols, platform), t.tiles.num_blocks)));
   // Each stream moved once: beyond half the L3 the written lines would only evict useful ones.
   t.streaming_stores = out_dense && !pack_rows && rows * cols * needs.streams * elem_bytes > platform.l3_bytes / 2;
+  if (needs.split == RowSplit::kShapeBlocks && !pack_rows) {
+    const int64_t row_pair_bytes = std::max<int64_t>(1, 2 * cols * elem_bytes);
+    t.sweep_rows = std::clamp<int64_t>(platform.l2_bytes / 4 / row_pair_bytes, 1, RowSweep::kMaxRows);
+  }
   lay_out_workspace(needs, t, elem_bytes);
   return t;
 }
@@ -69,7 +74,7 @@ void RowTiling::describe(FieldVisitor& v) const {
   if (split == RowSplit::kPerThread)
     v.fields({{"rows_per_tile", tiles.block_rows}});
   else
-    v.fields({{"block_rows", tiles.block_rows}, {"tile_threads", threads}});
+    v.fields({{"block_rows", tiles.block_rows}, {"tile_threads", threads}, {"sweep_rows", sweep_rows}});
   v.fields({{"pack_rows", pack_rows},
             {"streaming_stores", streaming_stores},
             {"workspace_bytes", workspace_bytes},

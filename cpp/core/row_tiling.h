@@ -60,6 +60,9 @@ struct RowTiling {
   int64_t scratch_offset = 0;               // workspace: scratch_bytes_per_tile per tile
   int64_t scratch_row_bytes = 0;            // one scratch row (N elements), a multiple of 64 bytes
   int64_t scratch_bytes_per_tile = 0;
+  // kShapeBlocks: rows per kernel call (core::RowSweep): as many as keep their dy and x rows within a
+  // quarter of L2, at most RowSweep::kMaxRows; one when rows are gathered into scratch rows.
+  int64_t sweep_rows = 1;
   int64_t workspace_bytes = 0;              // 0 when there is nothing to do (no rows or empty rows)
   Isa isa = Isa::kScalar;
 
@@ -79,8 +82,8 @@ struct RowTiling {
     return workspace + scratch_offset + t * scratch_bytes_per_tile + i * scratch_row_bytes;
   }
 
-  // kPerThread lists rows_per_tile; kShapeBlocks block_rows and tile_threads (not "threads": the
-  // launch's trace line prints the thread count in force).
+  // kPerThread lists rows_per_tile; kShapeBlocks block_rows, tile_threads (not "threads": the
+  // launch's trace line prints the thread count in force) and sweep_rows.
   TILEGRAD_API void describe(FieldVisitor& v) const;
 };
 

@@ -55,6 +55,23 @@ inline void store_partial(char* p, VF v, int64_t count) {
   std::memcpy(p, buf, count * kSize<D>);
 }
 
+// Elements [i, i + count) of a row of D: a full vector when count == kLanes, else zero-padded.
+template <DType D>
+inline VF load_n(const char* row, int64_t i, int64_t count) {
+  const char* p = row + i * kSize<D>;
+  return count == kLanes ? Io<D>::load(p) : load_partial<D>(p, count);
+}
+
+inline VF load_n(const float* row, int64_t i, int64_t count) {
+  return load_n<DType::kFloat32>(reinterpret_cast<const char*>(row), i, count);
+}
+
+// Stores elements [i, i + count) of an fp32 row (count <= kLanes).
+inline void store_n(float* row, int64_t i, int64_t count, VF v) {
+  if (count == kLanes) store(row + i, v);
+  else store_partial<DType::kFloat32>(reinterpret_cast<char*>(row + i), v, count);
+}
+
 template <DType D>
 inline void store_or_stream(char* p, VF v, bool stream) {
   if (stream) Io<D>::stream(p, v);

@@ -19,6 +19,7 @@ transformers = pytest.importorskip("transformers")
 from test_patching import (  # noqa: E402  (tests/torch is on sys.path: pytest's rootdir-relative imports)
     BF16_LOSS_RTOL, assert_losses_match, assert_patched_model_pickles_whole, assert_same_loss_and_gradients,
     batches, graph_node_names, has_fused_loss, snapshot, train)
+import tilegrad.torch as tgt  # noqa: E402
 from tilegrad.torch import _rope  # noqa: E402
 from tilegrad.torch.patching import CAUSAL_LM_FACTS, patch, unpatch  # noqa: E402
 
@@ -66,6 +67,8 @@ def counts(model, *names):
 # what each family's patch replaces: class names before -> after, and how many of each (2 layers)
 REPLACED = {
     "gpt2": {"transformers.models.gpt2.modeling_gpt2.GPT2MLP -> tilegrad.torch.patching.TilegradGPT2MLP": 2,
+             # c_attn, the attention's c_proj, c_fc, the MLP's c_proj
+             "transformers.pytorch_utils.Conv1D -> tilegrad.torch.patching.TilegradConv1D": 4 * LAYERS,
              "torch.nn.LayerNorm -> tilegrad.torch.nn.LayerNorm": 2 * LAYERS + 1,
              "torch.nn.Embedding -> tilegrad.torch.nn.Embedding": 2},  # tokens, learned positions
     "gpt_neox": {
@@ -76,7 +79,8 @@ REPLACED = {
         "torch.nn.Embedding -> tilegrad.torch.nn.Embedding": 1},
 }
 # the tilegrad autograd nodes each family's training loss must run through
-NODES = {"gpt2": {"TilegradLayerNormBackward", "TilegradGeluBackward", "LinearCrossEntropyFunctionBackward"},
+NODES = {"gpt2": {"TilegradLayerNormBackward", "TilegradGeluBackward", "TilegradLinearBackward",
+                  "LinearCrossEntropyFunctionBackward"},
          "gpt_neox": {"TilegradLayerNormBackward", "TilegradGeluBackward", "TilegradRopeBackward",
                       "LinearCrossEntropyFunctionBackward"}}
 
@@ -261,6 +265,31 @@ def test_mlp_with_another_activation_keeps_its_own_forward(model_type, activatio
                                    torch.float32)
 
 
+@pytest.mark.usefixtures("kernels_at_every_size")
+def test_gpt2_conv1d_gradients_reach_their_parameters_in_place():
+    """GPT-2's Conv1D layers ([in, out] weights) run tgt.linear on the weight read transposed: the
+    loss and gradients equal the unpatched model's (test above), and each weight's gradient comes back
+    in the parameter's own layout, so autograd stores it without a copy."""
+    _, patched, _ = reference_and_patched("gpt2")
+    conv1d = [m for m in patched.modules() if type(m).__name__ == "TilegradConv1D"]
+    assert len(conv1d) == 4 * LAYERS
+    module = conv1d[0]
+    x = torch.randn(2, 5, module.nx)
+    weight_t = module.weight.t()  # what the patched forward hands tgt.linear
+    out = tgt.linear(x, weight_t, module.bias)
+    assert "TilegradLinearBackward" in set(graph_node_names(out.sum()))
+    (grad,) = torch.autograd.grad(out, [weight_t], torch.randn_like(out))
+    assert grad.shape == weight_t.shape and grad.stride() == weight_t.stride() == (1, module.nf)
+    assert grad.t().is_contiguous()
+
+
+def test_linear_false_leaves_the_conv1d_layers_alone():
+    model = gpt_model("gpt2")
+    summary = patch(model, linear=False)
+    assert not any("Conv1D" in r.after for r in summary)
+    assert counts(model, "Conv1D") == {"Conv1D": 4 * LAYERS}
+
+
 def test_gelu_false_leaves_the_mlps_alone():
     model = gpt_model("gpt2")
     summary = patch(model, gelu=False)
@@ -318,6 +347,31 @@ def test_gpt2_mlp_computes_gelu_new_of_its_definition():
     out = mlp(h)
     assert "TilegradGeluBackward" in set(graph_node_names(out.sum()))
     torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("kernels_at_every_size")
+@pytest.mark.parametrize("contiguous_input", [True, False])
+def test_tilegrad_conv1d_matches_float64_of_its_definition(contiguous_input):
+    """TilegradConv1D against Conv1D's definition y = x @ W + b (W of [in, out]) in float64: the output
+    and the gradients of x, W and b, with a batch of sequences (3-D input), contiguous or not."""
+    from transformers.pytorch_utils import Conv1D
+    from tilegrad.torch.patching import _tilegrad_subclass
+    torch.manual_seed(3)
+    layer = Conv1D(48, 40)
+    with torch.no_grad():
+        layer.bias.normal_()
+    layer.__class__ = _tilegrad_subclass(Conv1D, "Conv1D")
+    x = torch.randn(3, 40, 7).transpose(1, 2) if not contiguous_input else torch.randn(3, 7, 40)
+    x.requires_grad_()
+    upstream = torch.randn(3, 7, 48)
+    y = layer(x)
+    y.backward(upstream)
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, layer.weight, layer.bias))
+    y64 = x64 @ w64 + b64
+    y64.backward(upstream.double())
+    torch.testing.assert_close(y.double(), y64, rtol=1e-5, atol=1e-5)
+    for got, want in ((x.grad, x64.grad), (layer.weight.grad, w64.grad), (layer.bias.grad, b64.grad)):
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)

@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from .. import _core
 from ._eager import Path, on_kernel_path, recompute_grads, route
 from ._library import define, placeholder
-from ._tensor import as_numpy, new_output, optional_numpy, sync_threads
+from ._tensor import as_numpy, new_output, new_output_like, optional_numpy, sync_threads
 
 # torch's own function, captured before anything can reroute torch.nn.functional.
 _TORCH_LINEAR = F.linear
@@ -57,11 +57,17 @@ def _gradient_shapes(input: Tensor, weight: Tensor) -> Tuple[Sequence[int], ...]
     return input.shape, weight.shape, (weight.shape[0],)
 
 
-def _linear_backward_impl(grad: Tensor, input: Tensor, weight: Tensor, needs: Sequence[bool]) -> List[Optional[Tensor]]:
-    """[grad_input, grad_weight, grad_bias], None for a gradient not needed."""
+def _linear_backward_impl(grad: Tensor, input: Tensor, weight: Tensor, needs: Sequence[bool],
+                          weight_layout: bool = False) -> List[Optional[Tensor]]:
+    """[grad_input, grad_weight, grad_bias], None for a gradient not needed. ``weight_layout`` (the
+    eager node): grad_weight laid out in memory as the weight is, so the gradient of a weight read
+    transposed (GPT-2's Conv1D passes ``weight.t()``) reaches its parameter contiguous, with no copy
+    (the op's fake kernel promises contiguous gradients, so the op path keeps them)."""
     sync_threads()
     grads = [new_output(shape, grad.dtype) if wanted else None
              for shape, wanted in zip(_gradient_shapes(input, weight), needs)]
+    if weight_layout and needs[1] and not weight.is_contiguous():
+        grads[1] = new_output_like(weight)
     _core.linear_backward(as_numpy(_gemm_ready(grad)), as_numpy(_gemm_ready(input)), as_numpy(_gemm_ready(weight)),
                           *(optional_numpy(g) for g in grads))
     return grads
@@ -136,7 +142,11 @@ class TilegradLinear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        return _linear_backward(ctx, grad, _linear_backward_impl)
+        return _linear_backward(ctx, grad, _eager_backward_kernel)
+
+
+def _eager_backward_kernel(grad: Tensor, input: Tensor, weight: Tensor, needs: Sequence[bool]) -> List[Optional[Tensor]]:
+    return _linear_backward_impl(grad, input, weight, needs, weight_layout=True)
 
 
 def _kernel_takes(input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:

@@ -56,7 +56,7 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _torch_module
 
 from . import _attention as TA
-from . import _add_rms_norm, _gelu, _rms_norm, _rope, _swiglu
+from . import _add_rms_norm, _gelu, _linear, _rms_norm, _rope, _swiglu
 from . import functional as TF
 from . import nn as tnn
 
@@ -326,6 +326,9 @@ def _swap_rules(silu: bool, embedding: bool, cross_entropy: bool, binary_cross_e
         rules[torch.nn.RMSNorm] = (tnn.RMSNorm, {})
     if linear:
         rules[torch.nn.Linear] = (tnn.Linear, {})
+        hf_conv1d = getattr(sys.modules.get("transformers.pytorch_utils"), "Conv1D", None)
+        if isinstance(hf_conv1d, type) and issubclass(hf_conv1d, torch.nn.Module):
+            rules[hf_conv1d] = (_tilegrad_subclass(hf_conv1d, "Conv1D"), {})
     if layer_norm:  # GPT-2's and GPT-NeoX's norms are plain torch.nn.LayerNorm modules
         rules[torch.nn.LayerNorm] = (tnn.LayerNorm, {})
     return rules
@@ -427,7 +430,7 @@ def _on_torch_gelu(act_fn: Any, approximate: str) -> bool:
 
 def _gelu_mlp_forward(base: type, up: str, down: str, dropout: Optional[str] = None) -> Callable:
     """A two-layer MLP ``down(act(up(x)))`` (then ``dropout``) whose ``act`` is a GELU: tgt.gelu of that
-    form. GPT-2's (``c_fc`` / ``c_proj``, Conv1D layers that stay torch's, and a dropout) and
+    form. GPT-2's (``c_fc`` / ``c_proj``, Conv1D layers, and a dropout) and
     GPT-NeoX's (``dense_h_to_4h`` / ``dense_4h_to_h``). Another activation keeps the model's forward."""
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         approximate = _gelu_approximation(self.act)
@@ -436,6 +439,13 @@ def _gelu_mlp_forward(base: type, up: str, down: str, dropout: Optional[str] = N
         out = getattr(self, down)(_gelu.gelu(getattr(self, up)(hidden_states), approximate))
         return getattr(self, dropout)(out) if dropout is not None else out
     return forward
+
+
+def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
+    """transformers' ``Conv1D``: ``x @ weight + bias`` with ``weight`` of ``[in, out]``, which is
+    ``F.linear(x, weight.t(), bias)``: tgt.linear reads the transposed view in place and gives its
+    gradient back in the parameter's layout."""
+    return _linear.linear(x, self.weight.t(), self.bias)
 
 
 def _scaled_embedding_forward(base: type) -> Callable:
@@ -522,8 +532,11 @@ _BLOCK_KINDS: Dict[str, Tuple[str, str, Callable[[type], Dict[str, Callable]]]] 
     "Experts": ("swiglu", "swiglu for each expert's act(gate) * up", _experts_methods),
     "GeluMLP": ("gelu", "gelu for dense_4h_to_h(act(dense_h_to_4h(x))) (GPT-NeoX)",
                 lambda cls: {"forward": _gelu_mlp_forward(cls, "dense_h_to_4h", "dense_4h_to_h")}),
-    "Conv1DGeluMLP": ("gelu", "gelu for c_proj(act(c_fc(x))) (GPT-2; the Conv1D GEMMs stay torch's)",
+    "Conv1DGeluMLP": ("gelu", "gelu for c_proj(act(c_fc(x))) (GPT-2)",
                       lambda cls: {"forward": _gelu_mlp_forward(cls, "c_fc", "c_proj", dropout="dropout")}),
+    # not in any family's blocks: _swap_rules swaps transformers' Conv1D wherever it is (linear=True)
+    "Conv1D": ("linear", "linear for addmm(bias, x, weight) (GPT-2's layers: the [in, out] weight read transposed "
+               "in place)", lambda cls: {"forward": _conv1d_forward}),
     "Attention": ("rope", "apply_rotary_pos_emb (rotate-half; a partial rotary rotates the leading features)",
                   lambda cls: {"forward": _with_global(cls.forward, "apply_rotary_pos_emb",
                                                        _rope.apply_rotary_pos_emb)}),
@@ -1309,7 +1322,9 @@ def patch(model: torch.nn.Module, *, silu: bool = True, embedding: bool = True, 
             attention, listed in ``skipped`` and warned about (``strict`` does not refuse it: the loss
             is still fused).
         linear: ``torch.nn.Linear`` (also inside PEFT's LoRA layers: ``base_layer``, ``lora_A``,
-            ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters).
+            ``lora_B``) -> ``tilegrad.torch.nn.Linear`` (float32 GEMMs on oneDNN; same Parameters), and
+            transformers' ``Conv1D`` (GPT-2's layers) -> ``TilegradConv1D`` (``tgt.linear`` on the weight
+            read transposed; same Parameters).
         layer_norm: ``torch.nn.LayerNorm`` (GPT-2's and GPT-NeoX's norms among them) ->
             ``tilegrad.torch.nn.LayerNorm`` (same Parameters).
         gelu: GPT-2's and GPT-NeoX's MLP activation (``gelu_new`` / ``gelu_pytorch_tanh``: tanh form;

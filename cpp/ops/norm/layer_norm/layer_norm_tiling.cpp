@@ -1,9 +1,5 @@
 #include "ops/norm/layer_norm/layer_norm_tiling.h"
 
-#include <algorithm>
-
-#include "ops/norm/layer_norm/layer_norm_backward_kernel.h"
-
 namespace tilegrad::ops {
 
 namespace {
@@ -33,17 +29,7 @@ LayerNormTiling layer_norm_tiling(int64_t rows, int64_t cols, int64_t elem_bytes
 
 LayerNormBackwardTiling layer_norm_backward_tiling(int64_t rows, int64_t cols, int64_t elem_bytes, bool pack_rows,
                                                    bool dx_dense, const core::Platform& platform) {
-  LayerNormBackwardTiling t{core::row_tiling(kBackward, rows, cols, elem_bytes, pack_rows, dx_dense, platform)};
-  // a sweep's dy and x rows take at most a quarter of L2, so they are still there for the parameter sums
-  const int64_t row_pair_bytes = std::max<int64_t>(1, 2 * cols * elem_bytes);
-  if (!pack_rows)
-    t.sweep_rows = std::clamp<int64_t>(platform.l2_bytes / 4 / row_pair_bytes, 1, LayerNormBackwardSweep::kMaxRows);
-  return t;
-}
-
-void LayerNormBackwardTiling::describe(core::FieldVisitor& v) const {
-  RowTiling::describe(v);
-  v.fields({{"sweep_rows", sweep_rows}});
+  return {core::row_tiling(kBackward, rows, cols, elem_bytes, pack_rows, dx_dense, platform)};
 }
 
 }  // namespace tilegrad::ops

@@ -27,15 +27,10 @@ TILEGRAD_API LayerNormTiling layer_norm_tiling(int64_t rows, int64_t cols, int64
                                                bool out_dense, const core::Platform& platform);
 
 struct LayerNormBackwardTiling : core::RowTiling {
-  // Rows per kernel call (LayerNormBackwardSweep): dx row by row, then the parameters' partials
-  // column by column over these rows, found in L2. One when rows are gathered into scratch rows.
-  int64_t sweep_rows = 1;
-
   float* weight(char* workspace) const { return float_vector(workspace, 0); }  // N floats
   float* sums(char* workspace) const { return float_vector(workspace, 1); }    // dweight, then dbias: 2N floats
   char* weight_partials(char* workspace) const { return partials(workspace, 0); }
   char* bias_partials(char* workspace) const { return partials(workspace, 1); }
-  TILEGRAD_API void describe(core::FieldVisitor& v) const;
 };
 
 TILEGRAD_API LayerNormBackwardTiling layer_norm_backward_tiling(int64_t rows, int64_t cols, int64_t elem_bytes,

@@ -1,4 +1,5 @@
 // aclnnRmsNormGrad: validation (rms_norm_grad/README.md), launch, native C++ API and C ABI.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -165,17 +166,21 @@ class RmsNormGradLaunch final : public core::Launch {
       char *sdx = t.scratch_row(ws, b, 2), *sdres = t.scratch_row(ws, b, 3);
       float* part = t.tiles.partial(partials, b);
       std::memset(part, 0, t.cols * sizeof(float));
-      for (int64_t r = t.tile_begin(b); r < t.tile_end(b); ++r) {
-        const char* dyr = dy_.row(r);
-        const char* xr = x_.row(r);
-        if (!dy_.dense()) dy_.gather(r, sdy), dyr = sdy;
-        if (!x_.dense()) x_.gather(r, sx), xr = sx;
-        const char* dresr = residual_row(r, sdres);
-        char* dxr = dx_.dense() ? dx_.row(r) : sdx;
-        float rstd;
-        std::memcpy(&rstd, rstd_.row(r), 4);
-        kernel_(dtype_, dyr, xr, g, rstd, dresr, dxr, part, t.cols, inv_n, t.streaming_stores);
-        if (!dx_.dense()) dx_.scatter(r, sdx);
+      const int64_t end = t.tile_end(b);
+      for (int64_t r0 = t.tile_begin(b); r0 < end; r0 += t.sweep_rows) {
+        core::RowSweep s;
+        s.count = std::min(t.sweep_rows, end - r0);
+        for (int64_t j = 0; j < s.count; ++j) {  // rows are gathered only when a sweep is one row
+          const int64_t r = r0 + j;
+          s.dy[j] = dy_.dense() ? dy_.row(r) : (dy_.gather(r, sdy), sdy);
+          s.x[j] = x_.dense() ? x_.row(r) : (x_.gather(r, sx), sx);
+          s.dx[j] = dx_.dense() ? dx_.row(r) : sdx;
+          s.extra[j] = residual_row(r, sdres);
+          s.mean[j] = 0.0f;
+          std::memcpy(&s.rstd[j], rstd_.row(r), 4);
+        }
+        kernel_(dtype_, s, g, part, t.cols, inv_n, t.streaming_stores);
+        if (!dx_.dense()) dx_.scatter(r0, sdx);
       }
     });
     if (dgamma_.dense()) {
@@ -201,7 +206,7 @@ class RmsNormGradLaunch final : public core::Launch {
   bool residual_;
   RowView dy_, x_, dx_, gamma_, dgamma_, rstd_, dres_;
   RmsNormGradTiling tiling_;
-  RmsNormGradRowFn kernel_ = nullptr;
+  RmsNormGradSweepFn kernel_ = nullptr;
 };
 
 }  // namespace
