@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -200,10 +200,14 @@ def _attended_pairs(config, seq: int) -> List[float]:
             else seq * seq / 2 for kind in types]
 
 
-def interleaved(paths: List[Path], batches: List[torch.Tensor], warmup: int) -> Dict[str, dict]:
+def interleaved(paths: List[Path], batches: List[torch.Tensor], warmup: int,
+                ceiling: Optional[Callable[[], float]] = None) -> Dict[str, dict]:
     """Every path trains on the same batches, one step each per round; times of the rounds after
-    ``warmup`` and every loss."""
+    ``warmup`` and every loss. ``ceiling`` (the GEMM ceiling's probe) runs after each timed round, so
+    the steps are compared with the machine's GEMM rate at the time they ran: on a shared host it
+    drifts by 10% or more within a run (results["ceiling"]["times"] holds its FLOP/s)."""
     results = {p.name: {"times": [], "losses": []} for p in paths}
+    results["ceiling"] = {"times": [], "losses": []}
     for i, batch in enumerate(batches):
         for path in paths:
             t0 = time.perf_counter()
@@ -212,6 +216,8 @@ def interleaved(paths: List[Path], batches: List[torch.Tensor], warmup: int) -> 
             results[path.name]["losses"].append(loss)
             if i >= warmup:
                 results[path.name]["times"].append(elapsed)
+        if ceiling is not None and i >= warmup:
+            results["ceiling"]["times"].append(ceiling())
         _progress(f"step {i + 1}/{len(batches)}: " + ", ".join(
             f"{p.name} {results[p.name]['losses'][-1]:.4f}" for p in paths))
     return results
@@ -277,16 +283,21 @@ def speed_table(args, names: List[str]) -> None:
     batches = random_batches(spec["vocab_size"], args.batch, args.seq, args.warmup + args.steps)
     print(f"\n# {args.model}{' + LoRA r=16' if args.lora else ''}, {args.batch} x {args.seq} tokens per step, "
           f"{_harness.set_threads(args, torch)} threads, {args.steps} timed steps after {args.warmup}, "
-          f"load average {os.getloadavg()[0]:.2f}; step GEMMs {flops / 1e9:,.0f} GFLOP; GEMM ceiling measured "
-          f"now: fp32 {ceilings['fp32'] / 1e9:.0f}, bf16 {ceilings['bf16'] / 1e9:.0f} GFLOP/s")
+          f"load average {os.getloadavg()[0]:.2f}; step GEMMs {flops / 1e9:,.0f} GFLOP; GEMM ceiling at the start: "
+          f"fp32 {ceilings['fp32'] / 1e9:.0f}, bf16 {ceilings['bf16'] / 1e9:.0f} GFLOP/s (the shares below use the "
+          f"ceiling probed after every timed round)")
     print("\n| mode | path | ms per step (median) | min | vs PyTorch | GFLOP/s | of ceiling | loss, last | "
           "max loss diff vs PyTorch |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode in args.modes.split(","):
         paths = [make_path(name, base, mode, args.lora) for name in names]
-        results = interleaved(paths, batches, args.warmup)
+        dtype = torch.float32 if mode == "fp32" else torch.bfloat16
+        results = interleaved(paths, batches, args.warmup, lambda: _harness.gemm_ceiling(torch, dtype, reps=3))
         print(file=sys.stderr)
         reference = results["pytorch"]
-        ceiling = ceilings["fp32" if mode == "fp32" else "bf16"]
+        ceiling = statistics.median(results["ceiling"]["times"])
+        print(f"| {mode} | GEMM ceiling during the steps | {ceiling / 1e9:,.0f} GFLOP/s (median of "
+              f"{len(results['ceiling']['times'])}, {min(results['ceiling']['times']) / 1e9:,.0f}-"
+              f"{max(results['ceiling']['times']) / 1e9:,.0f}) | | | | | | |", flush=True)
         for name in names:
             r = results[name]
             median, best = statistics.median(r["times"]), min(r["times"])
