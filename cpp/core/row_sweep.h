@@ -8,6 +8,7 @@
 // sweep size.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tilegrad::core {
@@ -29,5 +30,18 @@ struct RowSweep {
     return false;
   }
 };
+
+// The sweeps of one tile of `tiling` (a RowTiling): runs of tiling.sweep_rows consecutive rows (fewer
+// at the tile's end). `fill(sweep, j, r)` sets the sweep's row j from row r, then `run(sweep, r0)`.
+template <class Tiling, class Fill, class Run>
+void for_each_sweep(const Tiling& tiling, int64_t tile, Fill&& fill, Run&& run) {
+  const int64_t end = tiling.tile_end(tile);
+  for (int64_t r0 = tiling.tile_begin(tile); r0 < end; r0 += tiling.sweep_rows) {
+    RowSweep sweep;
+    sweep.count = std::min(tiling.sweep_rows, end - r0);
+    for (int64_t j = 0; j < sweep.count; ++j) fill(sweep, j, r0 + j);
+    run(sweep, r0);
+  }
+}
 
 }  // namespace tilegrad::core

@@ -69,6 +69,12 @@ class RowView {
     }
     return data_ + off;
   }
+  // Row r where a kernel can read it densely: in place, or gathered into `scratch`.
+  const char* readable_row(int64_t r, char* scratch) const {
+    if (dense_) return row(r);
+    gather(r, scratch);
+    return scratch;
+  }
   // Row r copied to / from n contiguous elements at buf (same dtype).
   void gather(int64_t r, char* buf) const {
     for_each(r, [&](int64_t i, char* p) { std::memcpy(buf + i * esize_, p, esize_); });

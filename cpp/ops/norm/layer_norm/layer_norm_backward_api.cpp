@@ -158,22 +158,21 @@ class LayerNormBackwardLaunch final : public core::Launch {
       float* pw = params ? t.tiles.partial(pw_all, blk) : nullptr;
       float* pb = params ? t.tiles.partial(pb_all, blk) : nullptr;
       if (params) std::memset(pw, 0, t.cols * sizeof(float)), std::memset(pb, 0, t.cols * sizeof(float));
-      const int64_t end = t.tile_end(blk);
-      for (int64_t r0 = t.tile_begin(blk); r0 < end; r0 += t.sweep_rows) {
-        core::RowSweep s;
-        s.count = std::min(t.sweep_rows, end - r0);
-        for (int64_t j = 0; j < s.count; ++j) {  // rows are gathered only when a sweep is one row
-          const int64_t r = r0 + j;
-          s.dy[j] = dy_.dense() ? dy_.row(r) : (dy_.gather(r, sdy), sdy);
-          s.x[j] = x_.dense() ? x_.row(r) : (x_.gather(r, sx), sx);
-          s.dx[j] = !has_dx_ ? nullptr : dx_.dense() ? dx_.row(r) : sdx;
-          s.extra[j] = nullptr;
-          s.mean[j] = static_cast<float>(core::load_float_element(stats_dtype_, mean_.row(r)));
-          s.rstd[j] = static_cast<float>(core::load_float_element(stats_dtype_, rstd_.row(r)));
-        }
-        kernel_(dtype_, s, w, pw, pb, t.cols, inv_n, t.streaming_stores);
-        if (has_dx_ && !dx_.dense()) dx_.scatter(r0, sdx);
-      }
+      // rows are gathered only when a sweep is one row (tiling.sweep_rows)
+      core::for_each_sweep(
+          t, blk,
+          [&](core::RowSweep& s, int64_t j, int64_t r) {
+            s.dy[j] = dy_.readable_row(r, sdy);
+            s.x[j] = x_.readable_row(r, sx);
+            s.dx[j] = !has_dx_ ? nullptr : dx_.dense() ? dx_.row(r) : sdx;
+            s.extra[j] = nullptr;
+            s.mean[j] = static_cast<float>(core::load_float_element(stats_dtype_, mean_.row(r)));
+            s.rstd[j] = static_cast<float>(core::load_float_element(stats_dtype_, rstd_.row(r)));
+          },
+          [&](const core::RowSweep& s, int64_t r0) {
+            kernel_(dtype_, s, w, pw, pb, t.cols, inv_n, t.streaming_stores);
+            if (has_dx_ && !dx_.dense()) dx_.scatter(r0, sdx);
+          });
     });
     float* sums = t.sums(ws);
     if (has_dw_) store_param_grad(pw_all, sums, dw_, dw_dtype_);

@@ -166,22 +166,21 @@ class RmsNormGradLaunch final : public core::Launch {
       char *sdx = t.scratch_row(ws, b, 2), *sdres = t.scratch_row(ws, b, 3);
       float* part = t.tiles.partial(partials, b);
       std::memset(part, 0, t.cols * sizeof(float));
-      const int64_t end = t.tile_end(b);
-      for (int64_t r0 = t.tile_begin(b); r0 < end; r0 += t.sweep_rows) {
-        core::RowSweep s;
-        s.count = std::min(t.sweep_rows, end - r0);
-        for (int64_t j = 0; j < s.count; ++j) {  // rows are gathered only when a sweep is one row
-          const int64_t r = r0 + j;
-          s.dy[j] = dy_.dense() ? dy_.row(r) : (dy_.gather(r, sdy), sdy);
-          s.x[j] = x_.dense() ? x_.row(r) : (x_.gather(r, sx), sx);
-          s.dx[j] = dx_.dense() ? dx_.row(r) : sdx;
-          s.extra[j] = residual_row(r, sdres);
-          s.mean[j] = 0.0f;
-          std::memcpy(&s.rstd[j], rstd_.row(r), 4);
-        }
-        kernel_(dtype_, s, g, part, t.cols, inv_n, t.streaming_stores);
-        if (!dx_.dense()) dx_.scatter(r0, sdx);
-      }
+      // rows are gathered only when a sweep is one row (tiling.sweep_rows)
+      core::for_each_sweep(
+          t, b,
+          [&](core::RowSweep& s, int64_t j, int64_t r) {
+            s.dy[j] = dy_.readable_row(r, sdy);
+            s.x[j] = x_.readable_row(r, sx);
+            s.dx[j] = dx_.dense() ? dx_.row(r) : sdx;
+            s.extra[j] = residual_row(r, sdres);
+            s.mean[j] = 0.0f;
+            std::memcpy(&s.rstd[j], rstd_.row(r), 4);
+          },
+          [&](const core::RowSweep& s, int64_t r0) {
+            kernel_(dtype_, s, g, part, t.cols, inv_n, t.streaming_stores);
+            if (!dx_.dense()) dx_.scatter(r0, sdx);
+          });
     });
     if (dgamma_.dense()) {
       core::sum_row_block_partials(t.tiles, partials, reinterpret_cast<float*>(dgamma_.row(0)), t.threads);
@@ -195,10 +194,7 @@ class RmsNormGradLaunch final : public core::Launch {
  private:
   // dresidual's row r, gathered into scratch when its rows are not dense; nullptr without a residual.
   const char* residual_row(int64_t r, char* scratch) const {
-    if (!residual_) return nullptr;
-    if (dres_.dense()) return dres_.row(r);
-    dres_.gather(r, scratch);
-    return scratch;
+    return residual_ ? dres_.readable_row(r, scratch) : nullptr;
   }
 
   DType dtype_, gamma_dtype_;
